@@ -1,0 +1,19 @@
+"""deepgp: deep Gaussian processes with latent variables, trained by importance-weighted VI.
+
+Salimbeni, Dutordoir, Hensman & Deisenroth, "Deep Gaussian Processes with Importance-Weighted
+Variational Inference", ICML 2019.
+"""
+
+from .kernels import RBF, Matern52
+from .layers import GPLayer, LatentVariableLayer
+from .likelihoods import GaussianLikelihood
+from .linalg import CholeskyError
+from .model import DeepGP, parse_spec
+from .objectives import elbo_iw, elbo_vi
+from .training import fit
+
+__version__ = "0.1.0"
+__all__ = [
+    "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52",
+    "CholeskyError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__",
+]

@@ -1,0 +1,154 @@
+"""Sparse variational GP layer (whitened), the building block of every deep GP.
+
+Shapes used throughout: an input batch H is [G, P, D_in]: G *groups*, each of P points that share
+one draw of the layer's function (for the importance-weighted bound a group is a data point and
+its P = K importance samples; for ordinary VI and for prediction P = 1 or the groups are sample
+indices). The layer has L independent GPs sharing one kernel and one set of M inducing inputs.
+
+Conditional (MATH.md §1), with A = Lz⁻¹ K_ZH and Q = K_HH − AᵀA the prior conditional:
+    mean_l = Aᵀ m_l,   cov_l = Q + (R_lᵀA)ᵀ(R_lᵀA).
+Sampling draws v_l = m_l + R_l ε once per group and sets g = Aᵀ v + chol(Q) ξ: exactly the same
+distribution as mean + chol(cov) ε, but the K×K Cholesky is of Q, shared by the L GPs, and the
+O(L·M²) work is per group instead of per point (REFERENCE.md §7 counts the dense alternative).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..kernels import Stationary
+from ..linalg import DEFAULT_JITTER, cholesky
+
+
+class GPLayer(nn.Module):
+    """L independent whitened SVGPs on a shared kernel, with a fixed linear output map.
+
+    Args:
+        kernel: the layer's kernel on ``input_dim`` inputs.
+        inducing: initial inducing inputs Z [M, input_dim].
+        num_gps: L, the number of independent GPs.
+        projection: None for the final layer (output = the L GP values). For an inner layer,
+            W [output_dim, L]; the output is ``H[..., :output_dim] + g Wᵀ`` (identity mean on the
+            first output_dim input coordinates, the paper's fixed [W, I] map, supplement A).
+        q_sqrt_init: initial R = q_sqrt_init · I (1 for the final layer: q = prior; 1e-5 for inner
+            layers, the near-deterministic start of the paper's code).
+    """
+
+    def __init__(
+        self,
+        kernel: Stationary,
+        inducing: torch.Tensor,
+        num_gps: int,
+        projection: torch.Tensor | None = None,
+        q_sqrt_init: float = 1.0,
+        jitter: float = DEFAULT_JITTER,
+        name: str = "GP layer",
+    ):
+        super().__init__()
+        M, D_in = inducing.shape
+        if kernel.input_dim != D_in:
+            raise ValueError(f"kernel input_dim {kernel.input_dim} != inducing inputs' dimension {D_in}")
+        self.kernel = kernel
+        self.input_dim, self.num_gps, self.num_inducing = D_in, num_gps, M
+        self.Z = nn.Parameter(inducing.clone())
+        dtype = inducing.dtype
+        self.q_mu = nn.Parameter(torch.zeros(M, num_gps, dtype=dtype))
+        self.q_sqrt = nn.Parameter(q_sqrt_init * torch.eye(M, dtype=dtype).expand(num_gps, M, M).clone())
+        if projection is None:
+            self.output_dim = num_gps
+            self.register_buffer("W", None)
+        else:
+            self.output_dim = projection.shape[0]
+            if projection.shape[1] != num_gps or self.output_dim > D_in:
+                raise ValueError(f"projection must be [output_dim <= {D_in}, {num_gps}], got {tuple(projection.shape)}")
+            self.register_buffer("W", projection.clone())
+        self.jitter = jitter
+        self.name = name
+        # set by natgrad.expectation_parameters: (m, R) as functions of the expectation parameters
+        self._q_override: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    # -- variational distribution -------------------------------------------------------------
+    def q(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(m [M, L], R [L, M, M] lower-triangular) of the whitened q(v) = N(m, RRᵀ)."""
+        if self._q_override is not None:
+            return self._q_override
+        return self.q_mu, torch.tril(self.q_sqrt)
+
+    def kl(self) -> torch.Tensor:
+        """Σ_l KL(N(m_l, R_lR_lᵀ) ‖ N(0, I)) — equal to the unwhitened KL(q(u) ‖ p(u))."""
+        m, R = self.q()
+        logdet = torch.log(torch.diagonal(R, dim1=-2, dim2=-1).square()).sum()
+        return 0.5 * (R.square().sum() + m.square().sum() - self.num_gps * self.num_inducing - logdet)
+
+    # -- the conditional ----------------------------------------------------------------------
+    def _prior_conditional(self, H: torch.Tensor, full_cov: bool):
+        """Aᵀ [G, P, M] and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
+        Kzz = self.kernel.K(self.Z, self.Z)
+        Lz = cholesky(Kzz, self.jitter, where=f"K(Z, Z) of {self.name}")
+        G, P, _ = H.shape
+        Kxz = self.kernel.K(H.reshape(G * P, -1), self.Z)  # [GP, M]: flat, so one TRSM, not G small ones
+        # Aᵀ = K_HZ Lz⁻ᵀ: one triangular solve from the right shared by all L GPs
+        At = torch.linalg.solve_triangular(Lz.mT, Kxz, upper=True, left=False).reshape(G, P, -1)
+        if full_cov:
+            Q = self.kernel.K(H, H) - At @ At.mT
+        else:
+            Q = self.kernel.K_diag(H) - At.square().sum(-1)
+        return At, Q
+
+    def conditional(self, H: torch.Tensor, full_cov: bool = False):
+        """Moments of the L GP values g at H [G, P, D_in] under q.
+
+        Returns mean [G, P, L] and either the marginal variances [G, P, L] or, with
+        ``full_cov=True``, the covariance across the P points of each group [G, L, P, P].
+        """
+        H = self._check_input(H)
+        m, R = self.q()
+        At, Q = self._prior_conditional(H, full_cov)
+        G, P, M = At.shape
+        mean = At @ m
+        AR = At.reshape(1, G * P, M) @ R  # [L, GP, M] = (R_lᵀ A)ᵀ per GP, one GEMM per GP
+        if full_cov:
+            AR = AR.reshape(-1, G, P, M).transpose(0, 1)  # [G, L, P, M]
+            return mean, Q.unsqueeze(-3) + AR @ AR.mT
+        return mean, Q.unsqueeze(-1) + AR.square().sum(-1).T.reshape(G, P, -1)
+
+    def sample(self, H: torch.Tensor, full_cov: bool = False) -> torch.Tensor:
+        """One draw of the L GP values per group, g [G, P, L].
+
+        The P points of a group share the inducing draw v; their residual is drawn jointly
+        (K×K Cholesky of Q, ``full_cov=True``) or independently per point (``full_cov=False``,
+        exact for marginals: use it when P = 1 or when only per-point marginals matter).
+        """
+        H = self._check_input(H)
+        m, R = self.q()
+        At, Q = self._prior_conditional(H, full_cov and H.shape[-2] > 1)
+        G = H.shape[0]
+        eps = torch.randn(self.num_gps, self.num_inducing, G, dtype=H.dtype, device=H.device)
+        v = (m.T.unsqueeze(-1) + R @ eps).permute(2, 1, 0)  # [G, M, L]
+        g = At @ v
+        xi = torch.randn_like(g)
+        if full_cov and H.shape[-2] > 1:
+            LQ = cholesky(Q, DEFAULT_JITTER, where=f"the joint conditional covariance of {self.name}")
+            return g + LQ @ xi
+        if Q.dim() == g.dim():  # full_cov requested with one point per group: Q is [G, 1, 1]
+            Q = Q.squeeze(-1)
+        return g + Q.clamp_min(1e-12).sqrt().unsqueeze(-1) * xi
+
+    def project(self, H: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """The layer's output from its input H [..., D_in] and GP values g [..., L]."""
+        if self.W is None:
+            return g
+        return H[..., : self.output_dim] + g @ self.W.T
+
+    def forward(self, H: torch.Tensor, full_cov: bool = False) -> torch.Tensor:
+        """A sample of the layer's output [G, P, output_dim] (inner layers)."""
+        return self.project(H, self.sample(H, full_cov))
+
+    def _check_input(self, H):
+        if H.dim() != 3 or H.shape[-1] != self.input_dim:
+            raise ValueError(f"{self.name} expects inputs [groups, points, {self.input_dim}], got {tuple(H.shape)}")
+        return H
+
+    def extra_repr(self):
+        return f"{self.name}: {self.input_dim} -> {self.output_dim}, L={self.num_gps}, M={self.num_inducing}"

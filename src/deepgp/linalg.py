@@ -1,0 +1,50 @@
+"""Numerically guarded linear algebra shared by every layer."""
+
+from __future__ import annotations
+
+import torch
+
+DEFAULT_JITTER = 1e-6
+MAX_JITTER = 1e-2
+
+
+class CholeskyError(RuntimeError):
+    """A Cholesky factorisation failed even after adding the largest allowed jitter."""
+
+
+def cholesky(
+    A: torch.Tensor,
+    jitter: float = DEFAULT_JITTER,
+    max_jitter: float = MAX_JITTER,
+    where: str = "a covariance",
+    relative: bool = False,
+) -> torch.Tensor:
+    """Lower Cholesky factor of ``A + jitter * I`` for a (batch of) symmetric matrices [..., n, n].
+
+    ``jitter`` is added first; if any matrix of the batch is still not positive definite the
+    jitter grows tenfold (up to ``max_jitter``) and only the failed matrices are retried, so
+    one bad block does not perturb the others. ``relative=True`` scales the jitter by each
+    matrix's mean diagonal. Raises :class:`CholeskyError` naming ``where`` when all fail.
+    """
+    n = A.shape[-1]
+    eye = torch.eye(n, dtype=A.dtype, device=A.device)
+    scale = A.diagonal(dim1=-2, dim2=-1).mean(-1)[..., None, None].clamp_min(1e-12) if relative else 1.0
+    L, info = torch.linalg.cholesky_ex(A + (jitter * scale) * eye)
+    if not bool(torch.any(info)):
+        return L
+    j = jitter
+    while j < max_jitter:
+        j = min(j * 10.0, max_jitter)
+        failed = info != 0
+        L_retry, info_retry = torch.linalg.cholesky_ex(A + (j * scale) * eye)
+        # keep good factors, replace the failed ones (torch.where keeps autograd intact)
+        L = torch.where(failed[..., None, None], L_retry, L)
+        info = torch.where(failed, info_retry, info)
+        if not bool(torch.any(info)):
+            return L
+    raise CholeskyError(
+        f"Cholesky of {where} failed even with jitter {max_jitter:g}: the matrix is not positive "
+        "definite (duplicated or collapsed inducing inputs, lengthscales too long, or NaN "
+        "parameters after a diverging step). Try fewer inducing points, a smaller learning rate, "
+        "or float64."
+    )

@@ -1,0 +1,246 @@
+"""DeepGP: a stack of latent-variable and GP layers ending in a GP layer and a Gaussian likelihood.
+
+The model string is the paper's notation, e.g. ``"LV-GP-GP"``; see :func:`parse_spec`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.cluster.vq
+import torch
+from torch import nn
+
+from . import objectives, prediction
+from .kernels import make_kernel
+from .layers import GPLayer, LatentVariableLayer
+from .likelihoods import GaussianLikelihood
+from .validation import as_matrix, as_xy, check_dims, check_positive_int
+
+TOKENS = ("GP", "LV")
+MODES = ("joint", "independent", "predict")
+
+
+def parse_spec(spec: str) -> list[str]:
+    """``"LV-GP-GP"`` → ``["LV", "GP", "GP"]``; any sequence of GP/LV tokens ending in GP."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"model spec must be a non-empty string like 'LV-GP-GP', got {spec!r}")
+    tokens = [t.strip().upper() for t in spec.strip().split("-")]
+    unknown = [t for t in tokens if t not in TOKENS]
+    if unknown:
+        raise ValueError(f"unknown token(s) {unknown} in model spec {spec!r}; allowed tokens are 'GP' and 'LV'")
+    if tokens[-1] != "GP":
+        raise ValueError(f"model spec {spec!r} must end in 'GP' (the final layer is always a GP layer)")
+    return tokens
+
+
+def initial_inducing(X: np.ndarray, num_inducing: int, rng: np.random.Generator) -> np.ndarray:
+    """k-means centres of X (scipy kmeans2, 'points' init), or X itself when N ≤ M."""
+    if X.shape[0] <= num_inducing:
+        return X.copy()
+    Z, _ = scipy.cluster.vq.kmeans2(X, num_inducing, minit="points", seed=rng)
+    return Z
+
+
+def principal_directions(X: np.ndarray, num: int) -> np.ndarray:
+    """W [D, num]: the first min(num, D) principal directions of X as columns, then zero columns.
+
+    (The paper says principal components; its code took columns of Vᵀ instead, REFERENCE.md §8.)
+    """
+    D = X.shape[1]
+    _, _, Vh = np.linalg.svd(X - X.mean(0), full_matrices=False)
+    W = np.zeros((D, num))
+    c = min(num, D, Vh.shape[0])
+    W[:, :c] = Vh[:c].T
+    return W
+
+
+class DeepGP(nn.Module):
+    """A deep GP with latent variables.
+
+    Args:
+        layers: GPLayer / LatentVariableLayer modules in order; the last must be a GPLayer.
+        likelihood: a GaussianLikelihood.
+        num_data: N, the training-set size that scales minibatch bounds.
+    """
+
+    def __init__(self, layers, likelihood: GaussianLikelihood, num_data: int, spec: str | None = None):
+        super().__init__()
+        if not layers or not isinstance(layers[-1], GPLayer):
+            raise ValueError("the last layer of a DeepGP must be a GPLayer")
+        self.layers = nn.ModuleList(layers)
+        self.likelihood = likelihood
+        self.num_data = int(num_data)
+        self.spec = spec or "-".join("LV" if isinstance(layer, LatentVariableLayer) else "GP" for layer in layers)
+        # the data dimension: the first GP layer's input less the latent coordinates added before it
+        first_gp = next(i for i, layer in enumerate(layers) if isinstance(layer, GPLayer))
+        self.input_dim = layers[first_gp].input_dim - sum(layer.latent_dim for layer in layers[:first_gp])
+        self.output_dim = layers[-1].output_dim
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_spec(
+        cls,
+        spec: str,
+        X,
+        Y,
+        num_inducing: int = 128,
+        hidden_dim: int = 5,
+        latent_dim: int = 1,
+        kernel: str = "rbf",
+        likelihood_variance: float = 0.01,
+        inner_q_sqrt: float = 1e-5,
+        train_inner_kernel_variance: bool = False,
+        encoder_hidden: tuple[int, ...] = (20, 20),
+        seed: int = 0,
+        device=None,
+    ) -> "DeepGP":
+        """Build a model from the paper's notation and initialise it from training data.
+
+        ``spec`` is a '-'-separated sequence of ``GP`` and ``LV`` ending in ``GP``. Inner GP
+        layers have ``hidden_dim`` GPs and output D = X.shape[1] dimensions; each LV layer adds
+        ``latent_dim`` coordinates to the next layer's input. Initialisation follows the paper's
+        code (REFERENCE.md §1): k-means inducing inputs padded with N(0, 1) in latent columns,
+        lengthscales sqrt(D_in), PCA projection, inner q(v) = N(0, 1e-5² I), final q(v) = prior.
+        """
+        tokens = parse_spec(spec)
+        num_inducing = check_positive_int("num_inducing", num_inducing)
+        hidden_dim = check_positive_int("hidden_dim", hidden_dim)
+        latent_dim = check_positive_int("latent_dim", latent_dim)
+        X, Y = as_xy(X, Y, min_rows=2)
+        Xn = X.cpu().numpy()
+        N, D = Xn.shape
+        D_y = Y.shape[1]
+        rng = np.random.default_rng(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            Z0 = initial_inducing(Xn, num_inducing, rng)
+            W = torch.from_numpy(principal_directions(Xn, hidden_dim))
+            layers, D_in = [], D
+            for i, tok in enumerate(tokens):
+                last = i == len(tokens) - 1
+                if tok == "LV":
+                    layers.append(LatentVariableLayer(D, D_y, latent_dim, hidden=tuple(encoder_hidden)))
+                    D_in += latent_dim
+                    continue
+                Z = rng.standard_normal((Z0.shape[0], D_in))
+                Z[:, : min(D_in, D)] = Z0[:, : min(D_in, D)]
+                name = "the final GP layer" if last else f"GP layer {i + 1}"
+                k = make_kernel(kernel, D_in, train_variance=last or train_inner_kernel_variance)
+                if last:
+                    layers.append(GPLayer(k, torch.from_numpy(Z), D_y, None, 1.0, name=name))
+                else:
+                    layers.append(GPLayer(k, torch.from_numpy(Z), hidden_dim, W, inner_q_sqrt, name=name))
+                    D_in = D
+            model = cls(layers, GaussianLikelihood(D_y, likelihood_variance), N, spec="-".join(tokens))
+        return model.to(device) if device is not None else model
+
+    # -- bookkeeping --------------------------------------------------------------------------
+    @property
+    def dtype(self):
+        return self.layers[-1].Z.dtype
+
+    @property
+    def device(self):
+        return self.layers[-1].Z.device
+
+    @property
+    def final_layer(self) -> GPLayer:
+        return self.layers[-1]
+
+    @property
+    def has_latent(self) -> bool:
+        return any(isinstance(layer, LatentVariableLayer) for layer in self.layers)
+
+    def kl(self) -> torch.Tensor:
+        """Σ over GP layers of KL(q(v) ‖ p(v))."""
+        return sum(layer.kl() for layer in self.layers if isinstance(layer, GPLayer))
+
+    def _data(self, X, Y=None):
+        if Y is None:
+            X = as_matrix("X", X, self.dtype, self.device)
+            check_dims(X, None, self.input_dim)
+            return X, None
+        return as_xy(X, Y, self.dtype, self.device, self.input_dim, self.output_dim)
+
+    # -- propagation --------------------------------------------------------------------------
+    def propagate(self, X: torch.Tensor, Y: torch.Tensor | None, num_samples: int, mode: str):
+        """Push a batch through every layer but the last; return the final layer's marginals.
+
+        Modes (X [B, D], Y [B, D_y]; K = num_samples):
+          * ``"joint"``: the K samples of a point share one draw of every inner GP (the paper's
+            IW bound); before the first LV layer the K inputs are identical, so one draw per
+            point is made and broadcast.
+          * ``"independent"``: every (point, sample) pair gets its own draw (VI; the released
+            code's IW).
+          * ``"predict"``: w from the prior; K predictive samples per test point, marginal draws.
+
+        Returns mean and var [B, K, D_y] (``predict``: [K, B, D_y]), the log density ratio
+        Σ_LV log p(w) − log q(w) [B, K] and the analytic Σ_LV KL(q(w_n) ‖ p(w_n)) [B] (zeros
+        without LV layers, and in ``predict`` mode).
+        """
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        B, D = X.shape
+        K = num_samples
+        if mode == "predict":
+            H = X.unsqueeze(0).expand(K, B, D)
+        elif mode == "joint":
+            H = X.unsqueeze(1)
+        else:
+            H = X.unsqueeze(1).expand(B, K, D)
+        log_ratio = X.new_zeros(B, K)
+        kl_w = X.new_zeros(B)
+        for layer in self.layers[:-1]:
+            if isinstance(layer, LatentVariableLayer):
+                if mode == "predict":
+                    w = layer.sample_prior((K, B), X)
+                else:
+                    mean_w, std_w = layer.posterior(X, Y)
+                    w, ratio = layer.sample_posterior(mean_w, std_w, K)
+                    log_ratio = log_ratio + ratio
+                    kl_w = kl_w + layer.kl(mean_w, std_w)
+                H = layer(H, w)
+            elif mode == "independent":
+                G, P, _ = H.shape
+                H = layer(H.reshape(G * P, 1, -1)).reshape(G, P, -1)
+            else:
+                H = layer(H, full_cov=(mode == "joint"))
+        mean, var = self.final_layer.conditional(H)
+        if mode == "joint" and mean.shape[1] != K:  # no LV layer: every sample is the same draw
+            mean, var = mean.expand(B, K, -1), var.expand(B, K, -1)
+        return mean, var, log_ratio, kl_w
+
+    # -- objectives ---------------------------------------------------------------------------
+    def elbo(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "joint") -> torch.Tensor:
+        """Unbiased minibatch estimate of the VI or IW bound, scaled to the full data size N.
+
+        X [B, D], Y [B, D_y] (numpy or torch). ``method="iw"`` uses K = num_samples importance
+        samples; ``inner_sampling`` chooses how inner layers are sampled across them ("joint",
+        the paper; "independent", the released code). Returns a scalar tensor.
+        """
+        X, Y = self._data(X, Y)
+        num_samples = check_positive_int("num_samples", num_samples)
+        if method == "vi":
+            return objectives.elbo_vi(self, X, Y, num_samples)
+        if method == "iw":
+            return objectives.elbo_iw(self, X, Y, num_samples, inner_sampling)
+        raise ValueError(f"method must be 'vi' or 'iw', got {method!r}")
+
+    def forward(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "joint") -> torch.Tensor:
+        """The bound (:meth:`elbo`), so that ``torch.func.functional_call`` works on a DeepGP."""
+        return self.elbo(X, Y, method, num_samples, inner_sampling)
+
+    # -- prediction ---------------------------------------------------------------------------
+    def sample_predictive(self, X, num_samples: int = 1000, seed: int | None = None) -> np.ndarray:
+        """Draws of y at X [N, D] with w from the prior: numpy [S, N, D_y]."""
+        X, _ = self._data(X)
+        return prediction.sample_predictive(self, X, check_positive_int("num_samples", num_samples), seed)
+
+    def predictive_log_density(
+        self, X, Y, num_samples: int = 2000, estimator: str = "mixture", seed: int | None = None
+    ) -> np.ndarray:
+        """log p(y_n | x_n) per test point, numpy [N]; see :func:`deepgp.prediction.predictive_log_density`."""
+        X, Y = self._data(X, Y)
+        return prediction.predictive_log_density(
+            self, X, Y, check_positive_int("num_samples", num_samples), estimator, seed
+        )

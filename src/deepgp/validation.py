@@ -1,0 +1,65 @@
+"""Input checks: bad data gets a ValueError naming the argument and the problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def as_matrix(name: str, value, dtype=torch.float64, device=None, allow_vector: bool = False, min_rows: int = 1) -> torch.Tensor:
+    """Convert an array-like to a finite [N, D] tensor.
+
+    A 1-D input is a column ([N] → [N, 1]) only where ``allow_vector`` (targets); for inputs it
+    is ambiguous (N points in 1-D, or one point in N-D?) and refused.
+    """
+    if value is None:
+        raise ValueError(f"{name} is None; expected a 2-D array")
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        if t.dtype.is_complex or t.dtype == torch.bool:
+            raise ValueError(f"{name} must be real numbers, got dtype {t.dtype}")
+    else:
+        try:
+            arr = np.asarray(value)
+        except Exception as exc:  # ragged lists and the like
+            raise ValueError(f"{name} could not be read as an array: {exc}") from None
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must be numeric, got an array of dtype {arr.dtype} (strings or objects?)")
+        t = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64))
+    if t.dim() == 1 and allow_vector:
+        t = t.unsqueeze(-1)
+    if t.dim() != 2:
+        hint = " (reshape a single feature with x.reshape(-1, 1))" if t.dim() == 1 else ""
+        raise ValueError(f"{name} must be 2-D [num_points, num_dims], got shape {tuple(t.shape)}{hint}")
+    if t.shape[0] < min_rows:
+        raise ValueError(f"{name} has {t.shape[0]} points; at least {min_rows} are needed")
+    if t.shape[1] == 0:
+        raise ValueError(f"{name} has no columns")
+    t = t.to(dtype=dtype, device=device)
+    if not bool(torch.isfinite(t).all()):
+        bad = (~torch.isfinite(t)).nonzero()[:3].tolist()
+        raise ValueError(f"{name} contains NaN or infinite values (first at row, column {bad})")
+    return t
+
+
+def as_xy(X, Y, dtype=torch.float64, device=None, input_dim=None, output_dim=None, min_rows: int = 1):
+    """Check a pair (X [N, D], Y [N, D_y] or [N]) and convert both to tensors."""
+    X = as_matrix("X", X, dtype, device, min_rows=min_rows)
+    Y = as_matrix("Y", Y, dtype, device, allow_vector=True, min_rows=min_rows)
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X and Y have different numbers of points: {X.shape[0]} and {Y.shape[0]}")
+    check_dims(X, Y, input_dim, output_dim)
+    return X, Y
+
+
+def check_dims(X, Y=None, input_dim=None, output_dim=None):
+    if input_dim is not None and X.shape[1] != input_dim:
+        raise ValueError(f"X has {X.shape[1]} columns but the model was built for {input_dim} inputs")
+    if Y is not None and output_dim is not None and Y.shape[1] != output_dim:
+        raise ValueError(f"Y has {Y.shape[1]} columns but the model was built for {output_dim} outputs")
+
+
+def check_positive_int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)

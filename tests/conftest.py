@@ -1,0 +1,36 @@
+import numpy as np
+import pytest
+import torch
+
+import deepgp
+
+torch.set_num_threads(1)  # the suite's shapes are small; one thread avoids pool contention on 2 cores
+
+
+def bimodal(n, seed):
+    """y = ±sin(3x) + 0.05 ε with a random sign: a two-branch conditional density."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, (n, 1))
+    sign = rng.choice([-1.0, 1.0], (n, 1))
+    return x, sign * np.sin(3 * x) + 0.05 * rng.standard_normal((n, 1))
+
+
+def smooth(n, seed):
+    """A unimodal homoscedastic set: y = sin(2x) + 0.1 ε."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, (n, 1))
+    return x, np.sin(2 * x) + 0.1 * rng.standard_normal((n, 1))
+
+
+@pytest.fixture(scope="session")
+def bimodal_data():
+    return bimodal(500, 0), bimodal(300, 1)
+
+
+@pytest.fixture(scope="session")
+def fitted_lv(bimodal_data):
+    """An LV-GP fitted by IW on the bimodal set (shared by the objective tests, never modified)."""
+    (x, y), _ = bimodal_data
+    model = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=24, seed=0)
+    history = deepgp.fit(model, x, y, method="iw", num_samples=5, iterations=1500, seed=0, progress=False)
+    return model, history

@@ -1,0 +1,76 @@
+import numpy as np
+import pytest
+import torch
+
+import deepgp
+from deepgp import GPLayer, LatentVariableLayer
+from deepgp.model import parse_spec
+
+SPECS = ["GP", "GP-GP", "GP-GP-GP", "LV-GP", "LV-GP-GP", "LV-GP-GP-GP", "GP-LV-GP", "LV-LV-GP", "GP-LV-GP-LV-GP"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((60, 3)), rng.standard_normal(60)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_every_spec_builds_and_gives_finite_bounds(spec, data):
+    x, y = data
+    model = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=16, hidden_dim=5, latent_dim=2)
+    kinds = ["LV" if isinstance(layer, LatentVariableLayer) else "GP" for layer in model.layers]
+    assert "-".join(kinds) == spec and model.spec == spec
+    for layer in model.layers[:-1]:
+        if isinstance(layer, GPLayer):
+            assert layer.output_dim == 3 and layer.num_gps == 5
+    assert model.final_layer.output_dim == 1
+    for method in ("vi", "iw"):
+        for sampling in ("joint", "independent"):
+            bound = model.elbo(x[:20], y[:20], method=method, num_samples=4, inner_sampling=sampling)
+            assert bound.shape == () and torch.isfinite(bound)
+    assert model.sample_predictive(x[:7], 11).shape == (11, 7, 1)
+
+
+def test_dimension_bookkeeping_follows_the_paper():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((300, 4)), rng.standard_normal((300, 1))
+    model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=32, latent_dim=1)
+    gp1, gp2 = model.layers[1], model.layers[2]
+    assert gp1.input_dim == 5 and gp1.output_dim == 4 and gp2.input_dim == 4
+    assert gp1.Z.shape == (32, 5) and gp2.Z.shape == (32, 4)
+    # k-means inducing inputs shared by the data columns; latent column padded with N(0, 1)
+    torch.testing.assert_close(gp1.Z[:, :4], gp2.Z)
+    torch.testing.assert_close(gp1.kernel.lengthscale(), torch.full((5,), 5**0.5, dtype=torch.float64))
+    # W has orthonormal columns (PCA directions), zero for GPs beyond D
+    W = gp1.W
+    torch.testing.assert_close(W.T[:4] @ W[:, :4], torch.eye(4, dtype=torch.float64))
+    assert torch.all(W[:, 4] == 0)
+    # inner kernel variance fixed at 1, final one trained; inner q(v) starts near-deterministic
+    assert not gp1.kernel.variance.psi.requires_grad and model.final_layer.kernel.variance.psi.requires_grad
+    assert float(gp1.q_sqrt.detach().diagonal(dim1=-2, dim2=-1).max()) == pytest.approx(1e-5)
+
+
+def test_small_data_uses_the_data_as_inducing_inputs():
+    x, y = np.arange(10.0).reshape(5, 2), np.arange(5.0)
+    model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=128)
+    torch.testing.assert_close(model.final_layer.Z, torch.from_numpy(x))
+
+
+@pytest.mark.parametrize("bad", ["", "GP-LV", "LV", "GP-XX-GP", "GP--GP", None, 3])
+def test_bad_spec_is_a_clear_error(bad, data):
+    x, y = data
+    with pytest.raises(ValueError, match="spec|token"):
+        deepgp.DeepGP.from_spec(bad, x, y)
+
+
+def test_parse_spec_is_case_insensitive():
+    assert parse_spec("lv-gp-Gp") == ["LV", "GP", "GP"]
+
+
+def test_construction_is_reproducible_under_seed(data):
+    x, y = data
+    a = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=16, seed=3)
+    b = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=16, seed=3)
+    for (n, p), (_, q) in zip(a.state_dict().items(), b.state_dict().items()):
+        torch.testing.assert_close(p, q, msg=n)

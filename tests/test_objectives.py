@@ -1,0 +1,120 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import deepgp
+from deepgp.linalg import cholesky
+from deepgp.natgrad import expectation_parameters, natgrad_step
+
+
+def gp_model(seed=0, n=40):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, (n, 2))
+    y = np.sin(x[:, :1] * 2) + 0.3 * x[:, 1:] + 0.1 * rng.standard_normal((n, 1))
+    model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=10, seed=seed)
+    with torch.no_grad():
+        model.likelihood.variance.assign(torch.tensor([0.05]))
+    return model, torch.from_numpy(x), torch.from_numpy(y)
+
+
+def titsias_bound(model, X, Y):
+    """log N(y | 0, Qnn + σ²I) − tr(Knn − Qnn)/(2σ²), with the layer's own jittered K(Z, Z)."""
+    layer = model.final_layer
+    k = layer.kernel
+    Lz = cholesky(k.K(layer.Z, layer.Z), layer.jitter)
+    A = torch.linalg.solve_triangular(Lz, k.K(layer.Z, X), upper=False)
+    s2 = model.likelihood.variance()[0]
+    cov = A.T @ A + s2 * torch.eye(X.shape[0], dtype=X.dtype)
+    logml = torch.distributions.MultivariateNormal(torch.zeros(X.shape[0], dtype=X.dtype), cov).log_prob(Y[:, 0])
+    return logml - (k.K_diag(X) - A.square().sum(0)).sum() / (2 * s2), A, s2
+
+
+def test_vi_bound_at_optimal_q_equals_collapsed_titsias_bound():
+    model, X, Y = gp_model()
+    expected, A, s2 = titsias_bound(model, X, Y)
+    M = A.shape[0]
+    with torch.no_grad():
+        S = torch.linalg.inv(torch.eye(M, dtype=X.dtype) + A @ A.T / s2)
+        model.final_layer.q_mu.copy_(S @ A @ Y / s2)
+        model.final_layer.q_sqrt.copy_(torch.linalg.cholesky(S)[None])
+        bound = model.elbo(X, Y, method="vi")
+    assert float(bound) == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_one_natural_gradient_step_with_unit_step_reaches_the_optimum():
+    model, X, Y = gp_model(seed=1)
+    expected, _, _ = titsias_bound(model, X, Y)
+    layer = model.final_layer
+    with torch.no_grad():
+        layer.q_mu.copy_(torch.randn_like(layer.q_mu))
+        R = torch.tril(torch.randn_like(layer.q_sqrt)) * 0.2
+        R.diagonal(dim1=-2, dim2=-1).copy_(0.3 + torch.rand(layer.num_gps, layer.num_inducing))
+        layer.q_sqrt.copy_(R)
+        assert float(model.elbo(X, Y)) < float(expected) - 1.0
+    with expectation_parameters(layer) as (eta1, eta2):
+        model.elbo(X, Y, method="vi").backward()
+    assert natgrad_step(layer, eta1.grad, eta2.grad, gamma=1.0) == 1.0
+    with torch.no_grad():
+        assert float(model.elbo(X, Y)) == pytest.approx(float(expected), rel=1e-6)
+
+
+def replicate(model, x, y, method, K, reps, seed):
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        vals = np.array([float(model.elbo(x, y, method=method, num_samples=K)) for _ in range(reps)])
+    return vals.mean(), vals.std(ddof=1) / math.sqrt(reps)
+
+
+def test_iw_with_one_sample_equals_vi_in_expectation(fitted_lv, bimodal_data):
+    model, _ = fitted_lv
+    (x, y), _ = bimodal_data
+    m_vi, se_vi = replicate(model, x, y, "vi", 1, 300, 0)
+    m_iw, se_iw = replicate(model, x, y, "iw", 1, 300, 1)
+    assert abs(m_vi - m_iw) < 4 * math.hypot(se_vi, se_iw), (m_vi, se_vi, m_iw, se_iw)
+
+
+def test_iw_bound_grows_with_the_number_of_samples(fitted_lv, bimodal_data):
+    model, _ = fitted_lv
+    (x, y), _ = bimodal_data
+    stats = {K: replicate(model, x, y, "iw", K, 150, K) for K in (1, 5, 20)}
+    for small, large in [(1, 5), (5, 20)]:
+        gain = stats[large][0] - stats[small][0]
+        se = math.hypot(stats[large][1], stats[small][1])
+        assert gain > se, (stats, small, large)
+    print("IW bound mean (s.e.) by K:", {K: (round(m, 2), round(s, 2)) for K, (m, s) in stats.items()})
+
+
+def test_iw_without_latent_layers_is_the_doubly_stochastic_bound():
+    model, X, Y = gp_model()
+    with torch.no_grad():
+        torch.testing.assert_close(model.elbo(X, Y, "iw", 5), model.elbo(X, Y, "vi", 5))
+
+
+@pytest.mark.parametrize("inner_sampling", ["joint", "independent"])
+def test_iw_gradcheck(inner_sampling):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((4, 1)), rng.standard_normal((4, 1))
+    model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=3, hidden_dim=2, inner_q_sqrt=0.5, seed=0)
+    X, Y = torch.from_numpy(x), torch.from_numpy(y)
+    names = ["layers.1.Z", "layers.1.q_mu", "layers.1.q_sqrt", "layers.0.encoder.linears.0.weight",
+             "layers.2.kernel.lengthscale.psi", "likelihood.variance.psi"]
+    params = dict(model.named_parameters())
+    inputs = tuple(params[n].detach().clone().requires_grad_(True) for n in names)
+
+    def bound(*values):
+        torch.manual_seed(0)  # the same Monte-Carlo draws at every evaluation
+        kwargs = dict(method="iw", num_samples=3, inner_sampling=inner_sampling)
+        return torch.func.functional_call(model, dict(zip(names, values)), (X, Y), kwargs, strict=False)
+
+    assert torch.autograd.gradcheck(bound, inputs, eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+def test_unknown_method_and_sampling_are_errors():
+    model, X, Y = gp_model()
+    with pytest.raises(ValueError, match="method"):
+        model.elbo(X, Y, method="mcmc")
+    lv = deepgp.DeepGP.from_spec("LV-GP", X, Y, num_inducing=5)
+    with pytest.raises(ValueError, match="inner_sampling"):
+        lv.elbo(X, Y, method="iw", num_samples=2, inner_sampling="both")

@@ -1,0 +1,54 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import deepgp
+from deepgp import prediction
+
+
+@pytest.fixture(scope="module")
+def gp():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, 2))
+    y = np.sin(x[:, :1]) + 0.1 * rng.standard_normal((40, 1))
+    model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=10)
+    deepgp.fit(model, x, y, iterations=50, progress=False)
+    return model, x, y
+
+
+def test_single_gp_predictive_is_the_analytic_gaussian(gp):
+    model, x, y = gp
+    with torch.no_grad():
+        mean, var = model.final_layer.conditional(torch.from_numpy(x)[None])
+        expected = model.likelihood.log_predictive(torch.from_numpy(y)[None], mean, var)[0].numpy()
+    np.testing.assert_allclose(model.predictive_log_density(x, y, 50), expected, rtol=1e-10)
+    # KDE on Gaussian samples: within Monte-Carlo error plus the small smoothing bias
+    kde = model.predictive_log_density(x, y, 4000, estimator="kde", seed=0)
+    assert abs(kde.mean() - expected.mean()) < 0.05
+    draws = model.sample_predictive(x, 20000, seed=0)[..., 0]
+    sd = (var + model.likelihood.variance()).sqrt()[0, :, 0].detach().numpy()
+    np.testing.assert_allclose(draws.mean(0), mean[0, :, 0].numpy(), atol=4 * sd.max() / math.sqrt(20000))
+    np.testing.assert_allclose(draws.std(0), sd, rtol=0.03)
+
+
+def test_prediction_is_chunk_independent_and_seeded(monkeypatch):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((30, 2)), rng.standard_normal((30, 1))
+    model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8)
+    a = model.predictive_log_density(x, y, 64, seed=3)
+    assert np.array_equal(a, model.predictive_log_density(x, y, 64, seed=3))
+    monkeypatch.setattr(prediction, "_ROWS_PER_CHUNK", 64 * 7)  # 5 chunks of ≤ 7 points
+    b = model.predictive_log_density(x, y, 64, seed=3)
+    assert a.shape == b.shape == (30,)
+    assert abs(a.mean() - b.mean()) < 0.2  # different draws, same estimator
+    assert model.sample_predictive(x, 10, seed=1).shape == (10, 30, 1)
+
+
+def test_shapiro_median_separates_gaussian_from_bimodal():
+    rng = np.random.default_rng(0)
+    gauss = rng.standard_normal((500, 20))
+    bimodal = gauss * 0.1 + rng.choice([-1, 1], (500, 20))
+    assert prediction.shapiro_median(gauss) > 0.99
+    assert prediction.shapiro_median(bimodal) < 0.9

@@ -1,0 +1,71 @@
+import numpy as np
+import torch
+from conftest import smooth
+
+import deepgp
+
+
+def test_lv_model_beats_gp_on_bimodal_data(fitted_lv, bimodal_data):
+    (x, y), (xt, yt) = bimodal_data
+    lv, history = fitted_lv
+    gp = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=24, seed=0)
+    deepgp.fit(gp, x, y, method="vi", iterations=800, seed=0, progress=False)
+    lp_lv = lv.predictive_log_density(xt, yt, 1000, seed=0).mean()
+    lp_gp = gp.predictive_log_density(xt, yt, 1000, seed=0).mean()
+    print(f"bimodal test log density: LV-GP (IW) {lp_lv:.3f}, GP {lp_gp:.3f}")
+    assert lp_lv > lp_gp + 0.5
+    assert np.mean(history[-100:]) > np.mean(history[:100])
+
+
+def test_lv_model_is_not_worse_than_gp_on_smooth_data():
+    x, y = smooth(400, 0)
+    xt, yt = smooth(300, 1)
+    scores = {}
+    for spec, method in [("GP", "vi"), ("LV-GP", "iw")]:
+        model = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=24, seed=0)
+        deepgp.fit(model, x, y, method=method, num_samples=5, iterations=800, seed=0, progress=False)
+        scores[spec] = model.predictive_log_density(xt, yt, 1000, seed=0).mean()
+    print("smooth test log density:", scores)
+    assert scores["LV-GP"] > scores["GP"] - 0.1
+
+
+def small_problem():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((50, 2))
+    return x, np.sin(x[:, :1]) + 0.1 * rng.standard_normal((50, 1))
+
+
+def test_fit_is_reproducible_and_leaves_the_global_rng_alone():
+    x, y = small_problem()
+    histories = []
+    for _ in range(2):
+        torch.manual_seed(123)
+        model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8, seed=1)
+        histories.append(deepgp.fit(model, x, y, "iw", 3, iterations=15, batch_size=16, seed=7, progress=False))
+        after = torch.rand(1)
+    torch.manual_seed(123)
+    np.testing.assert_array_equal(histories[0], histories[1])
+    assert float(after) == float(torch.rand(1))
+
+
+def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
+    x, y = small_problem()
+    full = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
+    h_full = deepgp.fit(full, x, y, "iw", 3, iterations=30, batch_size=16, progress=False)
+    ckpt = tmp_path / "state.pt"
+    part = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
+    deepgp.fit(part, x, y, "iw", 3, iterations=30, batch_size=16, progress=False, checkpoint=ckpt,
+               callback=lambda t, b: t == 11)  # interrupted after 12 steps
+    resumed = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
+    h_resumed = deepgp.fit(resumed, x, y, "iw", 3, iterations=30, batch_size=16, progress=False, checkpoint=ckpt)
+    np.testing.assert_allclose(h_resumed, h_full, rtol=1e-10)
+    for (n, p), (_, q) in zip(full.state_dict().items(), resumed.state_dict().items()):
+        torch.testing.assert_close(p, q, msg=n)
+
+
+def test_adam_only_mode_trains_the_final_q():
+    x, y = small_problem()
+    model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8)
+    before = model.final_layer.q_mu.detach().clone()
+    deepgp.fit(model, x, y, iterations=5, natgrad=False, progress=False)
+    assert not torch.equal(before, model.final_layer.q_mu)
