@@ -16,6 +16,8 @@ import numpy as np
 import scipy.stats
 import torch
 
+from .linalg import standard_normal
+
 ESTIMATORS = ("mixture", "kde")
 _ROWS_PER_CHUNK = 2**16  # (sample, point) rows per chunk: ≈ 64 MB per [rows, M=128] float64 tensor
 
@@ -40,7 +42,7 @@ def _sample_predictive(model, X: torch.Tensor, num_samples: int) -> np.ndarray:
     out = []
     for sl in _chunks(X.shape[0], num_samples):
         mean, var = predictive_moments(model, X[sl], num_samples)
-        out.append((mean + (var + noise).sqrt() * torch.randn_like(mean)).cpu().numpy())
+        out.append((mean + (var + noise).sqrt() * standard_normal(mean.shape, mean)).cpu().numpy())
     return np.concatenate(out, axis=1)
 
 
@@ -69,7 +71,7 @@ def _log_density(model, X, Y, num_samples, estimator):
         if estimator == "mixture":
             logp = model.likelihood.log_predictive(y, mean, var)  # [S, n]
         else:
-            draws = mean + (var + noise).sqrt() * torch.randn_like(mean)
+            draws = mean + (var + noise).sqrt() * standard_normal(mean.shape, mean)
             h = silverman_bandwidth(draws, 0).clamp_min(1e-12)  # [n, D_y]
             z = (y - draws) / h
             logp = (-0.5 * z.square() - torch.log(h) - 0.5 * math.log(2 * math.pi)).sum(-1)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ..kernels import Stationary
-from ..linalg import DEFAULT_JITTER, cholesky
+from ..linalg import DEFAULT_JITTER, cholesky, standard_normal
 
 
 class GPLayer(nn.Module):
@@ -82,19 +82,21 @@ class GPLayer(nn.Module):
         return 0.5 * (R.square().sum() + m.square().sum() - self.num_gps * self.num_inducing - logdet)
 
     # -- the conditional ----------------------------------------------------------------------
+    # A is kept as [M, G, P] (inducing index first): the triangular solve then runs on K(Z, H)
+    # as one [M, GP] right-hand side, and every later product is a plain GEMM or a broadcast
+    # over contiguous memory (no permuted copies of [GP, M] tensors in the hot path).
     def _prior_conditional(self, H: torch.Tensor, full_cov: bool):
-        """Aᵀ [G, P, M] and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
+        """A = Lz⁻¹K(Z, H) [M, G, P] and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
+        G, P, _ = H.shape
         Kzz = self.kernel.K(self.Z, self.Z)
         Lz = cholesky(Kzz, self.jitter, where=f"K(Z, Z) of {self.name}")
-        G, P, _ = H.shape
-        Kxz = self.kernel.K(H.reshape(G * P, -1), self.Z)  # [GP, M]: flat, so one TRSM, not G small ones
-        # Aᵀ = K_HZ Lz⁻ᵀ: one triangular solve from the right shared by all L GPs
-        At = torch.linalg.solve_triangular(Lz.mT, Kxz, upper=True, left=False).reshape(G, P, -1)
+        Kzx = self.kernel.K(self.Z, H.reshape(G * P, -1))  # [M, GP]
+        A = torch.linalg.solve_triangular(Lz, Kzx, upper=False).reshape(-1, G, P)
         if full_cov:
-            Q = self.kernel.K(H, H) - At @ At.mT
+            Q = self.kernel.K(H, H) - torch.einsum("mgp,mgq->gpq", A, A)
         else:
-            Q = self.kernel.K_diag(H) - At.square().sum(-1)
-        return At, Q
+            Q = self.kernel.K_diag(H) - A.square().sum(0)
+        return A, Q
 
     def conditional(self, H: torch.Tensor, full_cov: bool = False):
         """Moments of the L GP values g at H [G, P, D_in] under q.
@@ -104,35 +106,40 @@ class GPLayer(nn.Module):
         """
         H = self._check_input(H)
         m, R = self.q()
-        At, Q = self._prior_conditional(H, full_cov)
-        G, P, M = At.shape
-        mean = At @ m
-        AR = At.reshape(1, G * P, M) @ R  # [L, GP, M] = (R_lᵀ A)ᵀ per GP, one GEMM per GP
+        A, Q = self._prior_conditional(H, full_cov)
+        M, G, P = A.shape
+        A2 = A.reshape(M, G * P)
+        mean = (A2.T @ m).reshape(G, P, -1)
+        RtA = R.mT @ A2  # [L, M, GP]: R_lᵀA for every GP
         if full_cov:
-            AR = AR.reshape(-1, G, P, M).transpose(0, 1)  # [G, L, P, M]
-            return mean, Q.unsqueeze(-3) + AR @ AR.mT
-        return mean, Q.unsqueeze(-1) + AR.square().sum(-1).T.reshape(G, P, -1)
+            RtA = RtA.reshape(-1, M, G, P)
+            return mean, Q.unsqueeze(1) + torch.einsum("lmgp,lmgq->glpq", RtA, RtA)
+        return mean, Q.unsqueeze(-1) + RtA.square().sum(1).T.reshape(G, P, -1)
 
     def sample(self, H: torch.Tensor, full_cov: bool = False) -> torch.Tensor:
         """One draw of the L GP values per group, g [G, P, L].
 
-        The P points of a group share the inducing draw v; their residual is drawn jointly
-        (K×K Cholesky of Q, ``full_cov=True``) or independently per point (``full_cov=False``,
-        exact for marginals: use it when P = 1 or when only per-point marginals matter).
+        With one point per group (P = 1) this is mean + sqrt(var)·ξ. With P > 1 the points of a
+        group share one inducing draw v = m + Rε (O(L·M²) per group, O(L·M) per point) and their
+        residual N(0, Q) is drawn jointly (K×K Cholesky of Q, ``full_cov=True``: one function
+        draw shared by the group) or per point (``full_cov=False``: exact marginals, used for
+        prediction where the groups are sample indices).
         """
         H = self._check_input(H)
+        G, P, _ = H.shape
+        if P == 1:
+            mean, var = self.conditional(H)
+            return mean + var.clamp_min(1e-12).sqrt() * standard_normal(mean.shape, mean)
         m, R = self.q()
-        At, Q = self._prior_conditional(H, full_cov and H.shape[-2] > 1)
-        G = H.shape[0]
-        eps = torch.randn(self.num_gps, self.num_inducing, G, dtype=H.dtype, device=H.device)
-        v = (m.T.unsqueeze(-1) + R @ eps).permute(2, 1, 0)  # [G, M, L]
-        g = At @ v
-        xi = torch.randn_like(g)
-        if full_cov and H.shape[-2] > 1:
+        A, Q = self._prior_conditional(H, full_cov)
+        M = A.shape[0]
+        V = m.T.unsqueeze(-1) + R @ standard_normal((self.num_gps, M, G), A)  # [L, M, G]: v_l per group
+        # explicit contiguous [G, P, M] @ [G, M, L]: bmm on permuted views is far slower (and its backward)
+        g = torch.bmm(A.permute(1, 2, 0).contiguous(), V.permute(2, 1, 0).contiguous())
+        xi = standard_normal(g.shape, g)
+        if full_cov:
             LQ = cholesky(Q, DEFAULT_JITTER, where=f"the joint conditional covariance of {self.name}")
             return g + LQ @ xi
-        if Q.dim() == g.dim():  # full_cov requested with one point per group: Q is [G, 1, 1]
-            Q = Q.squeeze(-1)
         return g + Q.clamp_min(1e-12).sqrt().unsqueeze(-1) * xi
 
     def project(self, H: torch.Tensor, g: torch.Tensor) -> torch.Tensor:

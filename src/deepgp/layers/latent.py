@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ..encoders import Encoder
+from ..linalg import standard_normal
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -30,7 +31,7 @@ class LatentVariableLayer(nn.Module):
 
     def sample_posterior(self, mean: torch.Tensor, std: torch.Tensor, num_samples: int):
         """w [B, K, d_w] ~ q, and log p(w) − log q(w) per sample [B, K] (reparameterised)."""
-        eps = torch.randn(mean.shape[0], num_samples, self.latent_dim, dtype=mean.dtype, device=mean.device)
+        eps = standard_normal((mean.shape[0], num_samples, self.latent_dim), mean)
         w = mean.unsqueeze(1) + std.unsqueeze(1) * eps
         # log N(w; 0, 1) − log N(w; a, b²) = −½w² + ½ε² + log b  (the 2π terms cancel)
         log_ratio = (-0.5 * w.square() + 0.5 * eps.square() + torch.log(std).unsqueeze(1)).sum(-1)
@@ -38,7 +39,7 @@ class LatentVariableLayer(nn.Module):
 
     def sample_prior(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
         """w [*shape, d_w] ~ N(0, I)."""
-        return torch.randn(*shape, self.latent_dim, dtype=like.dtype, device=like.device)
+        return standard_normal((*shape, self.latent_dim), like)
 
     @staticmethod
     def kl(mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
