@@ -1,0 +1,1 @@
+"""UCI benchmark: runner over datasets × models × methods × splits, and the report against the paper."""
