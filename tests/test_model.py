@@ -74,3 +74,18 @@ def test_construction_is_reproducible_under_seed(data):
     b = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=16, seed=3)
     for (n, p), (_, q) in zip(a.state_dict().items(), b.state_dict().items()):
         torch.testing.assert_close(p, q, msg=n)
+
+
+def test_save_load_round_trip(tmp_path, data):
+    x, y = data
+    for spec, M in [("LV-GP-GP", 16), ("GP", 500)]:  # k-means inducing inputs, and the data itself (N < M)
+        model = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=M)
+        deepgp.fit(model, x, y, "iw", 2, iterations=3, progress=False)
+        model.save(tmp_path / "m.pt")
+        loaded = deepgp.DeepGP.load(tmp_path / "m.pt")
+        for (n, p), (_, q) in zip(model.state_dict().items(), loaded.state_dict().items()):
+            torch.testing.assert_close(p, q, msg=n)
+        np.testing.assert_array_equal(model.predictive_log_density(x, y, 20, seed=1), loaded.predictive_log_density(x, y, 20, seed=1))
+    (tmp_path / "junk.pt").write_bytes(b"not a model")
+    with pytest.raises(Exception):
+        deepgp.DeepGP.load(tmp_path / "junk.pt")

@@ -132,7 +132,43 @@ class DeepGP(nn.Module):
                     layers.append(GPLayer(k, torch.from_numpy(Z), hidden_dim, W, inner_q_sqrt, name=name))
                     D_in = D
             model = cls(layers, GaussianLikelihood(D_y, likelihood_variance), N, spec="-".join(tokens))
+        # everything needed to rebuild the architecture without the data (see save / load)
+        model.config = dict(
+            spec=model.spec, input_dim=D, output_dim=D_y, num_inducing=int(Z0.shape[0]), hidden_dim=hidden_dim,
+            latent_dim=latent_dim, kernel=kernel, likelihood_variance=likelihood_variance, inner_q_sqrt=inner_q_sqrt,
+            train_inner_kernel_variance=train_inner_kernel_variance, encoder_hidden=tuple(encoder_hidden),
+        )
         return model.to(device) if device is not None else model
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the architecture (``config``) and all parameters to ``path`` (torch.save)."""
+        if not hasattr(self, "config"):
+            raise ValueError("only models built by DeepGP.from_spec can be saved with save(); use torch.save(model)")
+        from . import __version__
+
+        torch.save({"format": "deepgp-model/1", "version": __version__, "config": self.config,
+                    "num_data": self.num_data, "state": self.state_dict()}, path)
+
+    @classmethod
+    def load(cls, path, device=None) -> "DeepGP":
+        """Rebuild a model written by :meth:`save`."""
+        blob = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(blob, dict) or blob.get("format") != "deepgp-model/1":
+            raise ValueError(f"{path} is not a model saved by deepgp")
+        model = cls.build(blob["config"])
+        model.load_state_dict(blob["state"])
+        model.num_data = blob["num_data"]
+        return model.to(device) if device is not None else model
+
+    @classmethod
+    def build(cls, config: dict) -> "DeepGP":
+        """The architecture described by ``config`` with placeholder parameters (load state next)."""
+        cfg = dict(config)
+        D, D_y, M = cfg.pop("input_dim"), cfg.pop("output_dim"), cfg["num_inducing"]
+        g = np.random.default_rng(0)
+        # with M placeholder points, from_spec takes them as the inducing inputs: exactly M rows
+        return cls.from_spec(X=g.standard_normal((M, D)), Y=g.standard_normal((M, D_y)), **cfg)
 
     # -- bookkeeping --------------------------------------------------------------------------
     @property
