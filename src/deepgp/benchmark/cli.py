@@ -1,7 +1,77 @@
-"""``deepgp benchmark`` and ``deepgp report`` (to be written)."""
+"""``deepgp benchmark`` (the UCI runner) and ``deepgp report`` (Markdown beside the paper's table)."""
 
 from __future__ import annotations
 
+import sys
+
 
 def register(sub) -> None:
-    pass
+    from .runner import DATASETS
+
+    p = sub.add_parser(
+        "benchmark",
+        help="run the UCI benchmark grid into a resumable results CSV",
+        description="Train and evaluate every (dataset, model, method, split) not yet in --results; "
+        "one row per finished configuration, appended atomically (rerun the same command to resume).",
+    )
+    p.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated names (default: the 10 of issue 4)")
+    p.add_argument("--models", default="GP:vi,GP-GP:vi,LV-GP:iw,LV-GP-GP:vi,LV-GP-GP:iw,LV-GP-GP-GP:iw",
+                   help="comma-separated specs; MODEL:METHOD fixes the method, a bare MODEL is crossed with --methods "
+                   "(iw skipped for models without LV). Default: the paper's Table 1 columns of issue 4")
+    p.add_argument("--methods", default="vi,iw", help="methods for bare models (default vi,iw)")
+    p.add_argument("--splits", default="0-4", help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)")
+    p.add_argument("--protocol", choices=("splits", "paper"), default="splits",
+                   help="splits: real splits, training statistics; paper: split 0 with all-data statistics, "
+                   "--splits are seeds (the paper's code, REFERENCE.md §5.4)")
+    p.add_argument("--iterations", type=int, default=100_000, help="training iterations (paper: 100000)")
+    p.add_argument("--num-inducing", type=int, default=128, help="M (paper: 128)")
+    p.add_argument("--num-samples", type=int, default=5, help="K for iw (paper: 5)")
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--test-limit", type=int, default=10_000, help="at most this many test points (paper: 10000)")
+    p.add_argument("--predict-samples", type=int, default=2000, help="predictive draws per test point (paper: 2000)")
+    p.add_argument("--shapiro-points", type=int, default=200, help="test points for the median Shapiro-Wilk W")
+    p.add_argument("--data-dir", default=None, help="folder of NAME.csv.gz (else $DEEPGP_DATA, else the cache)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel processes, one torch thread each")
+    p.add_argument("--executor", choices=("local", "dask"), default="local")
+    p.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786); 'local' = LocalCluster")
+    p.add_argument("--results", default="results.csv", help="results CSV (created, or resumed)")
+    p.set_defaults(func=_benchmark)
+
+    r = sub.add_parser("report", help="Markdown table of a results CSV beside the paper's Table 1")
+    r.add_argument("results", help="results CSV written by `deepgp benchmark`")
+    r.add_argument("--paper", default=None, help="the paper's table, e.g. shared/paper/table1_test_loglik.csv")
+    r.add_argument("--metric", default="test_loglik_kde", help="column to compare (default: the paper's KDE protocol)")
+    r.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
+    r.set_defaults(func=_report)
+
+
+def _benchmark(args) -> int:
+    from ..datasets.uci import find_uci
+    from .runner import make_configs, model_methods, parse_splits, run_benchmark
+
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    for d in datasets:
+        find_uci(d, args.data_dir)  # fail now, with where it looked, not inside a worker later
+    pairs = model_methods([m.strip() for m in args.models.split(",") if m.strip()],
+                          [m.strip() for m in args.methods.split(",") if m.strip()])
+    configs = make_configs(
+        datasets, pairs, parse_splits(args.splits), args.iterations, protocol=args.protocol,
+        num_inducing=args.num_inducing, test_limit=args.test_limit, num_samples=args.num_samples,
+        batch_size=args.batch_size, predict_samples=args.predict_samples, shapiro_points=args.shapiro_points,
+        data_dir=args.data_dir,
+    )
+    failed = run_benchmark(configs, args.results, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler)
+    if failed:
+        print(f"{failed} configuration(s) failed; rerun the same command to retry them", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _report(args) -> int:
+    from .report import write_report
+
+    text = write_report(args.results, args.out, args.paper, args.metric)
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        print(f"wrote {args.out}")
+    return 0

@@ -1,1 +1,2 @@
 """Data: the UCI regression sets by name (:mod:`.uci`) and the paper's synthetic "DGP" letters (:mod:`.letters`)."""
+from .uci import download_uci, list_uci, load_split, load_uci, split_data, standardise  # noqa: F401

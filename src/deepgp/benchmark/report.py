@@ -1,0 +1,183 @@
+"""Markdown report of a results file beside the paper's Table 1.
+
+Summaries follow the paper (its supplement, "Comparison of methods"): the mean and standard error
+over splits (s.e. = std with ddof = 0 over runs / √runs, as the paper's code); average ranks computed
+for each split separately (rank 1 = lowest test log-likelihood, so higher is better, ties averaged),
+averaged over splits and then over datasets (± s.e. over datasets); and the median over datasets of
+the difference from the single-layer GP (VI).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import scipy.stats
+
+from .runner import read_results
+
+_PAPER_METHOD = {"vi": "VI", "iw": "IWVI"}
+BASELINE = ("GP", "vi")
+
+
+def read_paper(path) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """The paper's table (e.g. table1_test_loglik.csv): (dataset, model, method) → (mean, s.e.)."""
+    out = {}
+    with open(path, newline="") as f:
+        for rec in csv.DictReader(f):
+            for col, value in rec.items():
+                if col.endswith("_se") or "_" not in col or not value:
+                    continue
+                model, _, method = col.rpartition("_")
+                lower = {v: k for k, v in _PAPER_METHOD.items()}.get(method)
+                if lower is None:
+                    continue
+                se = rec.get(col + "_se") or "nan"
+                out[(rec["dataset"], model, lower)] = (float(value), float(se))
+    return out
+
+
+def _label(model: str, method: str) -> str:
+    return f"{model} ({_PAPER_METHOD[method]})"
+
+
+def _fmt(mean: float, se: float | None = None) -> str:
+    if mean is None or not math.isfinite(mean):
+        return "–"
+    return f"{mean:.2f}" if se is None or not math.isfinite(se) else f"{mean:.2f} ({se:.2f})"
+
+
+def summarise(rows: list[dict], metric: str = "test_loglik_kde"):
+    """Group rows by (dataset, model, method), keeping per group only its largest iteration budget.
+
+    Returns ``{(dataset, model, method): {run_id: value}}`` where run_id = (split, seed).
+    """
+    budget: dict[tuple, int] = defaultdict(int)
+    for r in rows:
+        g = (r["dataset"], r["model"], r["method"])
+        budget[g] = max(budget[g], r["iterations"])
+    groups: dict[tuple, dict] = defaultdict(dict)
+    for r in rows:
+        g = (r["dataset"], r["model"], r["method"])
+        if r["iterations"] == budget[g]:
+            groups[g][(r["split"], r["seed"])] = r[metric]
+    return groups
+
+
+def _mean_se(values) -> tuple[float, float]:
+    v = np.asarray(list(values), dtype=float)
+    return float(v.mean()), float(v.std() / math.sqrt(len(v)))
+
+
+def average_ranks(table: dict[str, dict[tuple, dict]], configs: list[tuple]) -> dict[tuple, tuple[float, float]]:
+    """Paper-style average ranks. ``table[dataset][config][run_id] = value``.
+
+    For each dataset and run (split) where every config has a value, rank the configs (1 = lowest);
+    average over runs per dataset, then mean (s.e.) over datasets.
+    """
+    per_dataset: dict[tuple, list[float]] = defaultdict(list)
+    for by_config in table.values():
+        if not all(c in by_config for c in configs):
+            continue
+        runs = set.intersection(*(set(by_config[c]) for c in configs))
+        if not runs:
+            continue
+        ranks = np.mean([scipy.stats.rankdata([by_config[c][run] for c in configs]) for run in sorted(runs)], axis=0)
+        for c, r in zip(configs, ranks):
+            per_dataset[c].append(float(r))
+    return {c: _mean_se(v) for c, v in per_dataset.items()}
+
+
+def median_difference(means: dict[tuple, float], configs: list[tuple], datasets: list[str]) -> dict[tuple, float]:
+    """Median over datasets of mean(config) − mean(GP VI), over datasets where both exist."""
+    out = {}
+    for c in configs:
+        diffs = [means[(d, *c)] - means[(d, *BASELINE)] for d in datasets if (d, *c) in means and (d, *BASELINE) in means]
+        out[c] = float(np.median(diffs)) if diffs else float("nan")
+    return out
+
+
+def render_report(results, paper=None, metric: str = "test_loglik_kde", tolerance: float = 0.1) -> str:
+    """The Markdown report of ``results`` (a results CSV), beside ``paper`` (the paper's Table 1 CSV)."""
+    rows = read_results(results)
+    if not rows:
+        raise ValueError(f"{results} holds no complete results rows")
+    groups = summarise(rows, metric)
+    paper_table = read_paper(paper) if paper else {}
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    configs = list(dict.fromkeys((r["model"], r["method"]) for r in rows))
+    ours = {g: _mean_se(v.values()) for g, v in groups.items()}
+    budgets = sorted({(r["iterations"], r["num_inducing"], r["protocol"], r["test_limit"]) for r in rows})
+
+    lines = [f"# UCI benchmark: {metric} (standardised units, higher is better)", ""]
+    lines.append(f"Results: `{results}` ({len(rows)} rows). Paper: `{paper}`." if paper else f"Results: `{results}`.")
+    for it, m, protocol, limit in budgets:
+        lines.append(f"- budget: {it} iterations, {m} inducing points, protocol `{protocol}`, test limit {limit}")
+    lines.append(f"- mean (s.e.) over runs; s.e. = std (ddof 0) / √runs, as the paper. Total compute: "
+                 f"{sum(r['seconds'] for r in rows) / 3600:.2f} h over {len(rows)} runs.")
+    lines += ["", "## Per dataset and model", "",
+              "| dataset | model | runs | ours | paper | ours − paper | mixture | RMSE | Shapiro W | s/run |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    extra = {k: summarise(rows, k) for k in ("test_loglik_mixture", "test_rmse", "shapiro_median", "seconds")}
+    for d in datasets:
+        for c in configs:
+            g = (d, *c)
+            if g not in groups:
+                continue
+            mean, se = ours[g]
+            p = paper_table.get(g)
+            diff = f"{mean - p[0]:+.2f}" if p else "–"
+            ex = [np.mean(list(extra[k][g].values())) for k in extra]
+            lines.append(f"| {d} | {_label(*c)} | {len(groups[g])} | {_fmt(mean, se)} | "
+                         f"{_fmt(*p) if p else '–'} | {diff} | {ex[0]:.2f} | {ex[1]:.3f} | {ex[2]:.3f} | {ex[3]:.0f} |")
+
+    # summary rows, over the datasets where every config has results (as a rank needs)
+    complete = [d for d in datasets if all((d, *c) in groups for c in configs)]
+    table = {d: {c: groups[(d, *c)] for c in configs} for d in complete}
+    ranks = average_ranks(table, configs)
+    paper_complete = [d for d in complete if all((d, *c) in paper_table for c in configs)]
+    paper_ranks = average_ranks({d: {c: {0: paper_table[(d, *c)][0]} for c in configs} for d in paper_complete}, configs)
+    our_means = {g: v[0] for g, v in ours.items()}
+    paper_means = {g: v[0] for g, v in paper_table.items()}
+    med = median_difference(our_means, configs, complete)
+    paper_med = median_difference(paper_means, configs, paper_complete)
+    lines += ["", f"## Summary over the {len(complete)} datasets with every model done", "",
+              "| | " + " | ".join(_label(*c) for c in configs) + " |",
+              "| --- |" + " ---: |" * len(configs)]
+    lines.append("| median difference from GP (VI), ours | " + " | ".join(f"{med[c]:+.2f}" for c in configs) + " |")
+    if paper_table:
+        lines.append("| median difference from GP (VI), paper | "
+                     + " | ".join(f"{paper_med[c]:+.2f}" for c in configs) + " |")
+    lines.append("| average rank, ours | " + " | ".join(_fmt(*ranks[c]) if c in ranks else "–" for c in configs) + " |")
+    if paper_table:
+        lines.append("| average rank, paper (its means) | "
+                     + " | ".join(_fmt(*paper_ranks[c]) if c in paper_ranks else "–" for c in configs) + " |")
+    lines.append("")
+    lines.append(f"Datasets in the summary: {', '.join(complete) or 'none'}. Ranks: 1 = lowest test log-likelihood, "
+                 "computed per split and averaged (paper's convention); the paper's ranks here come from its "
+                 "published means on the same datasets and models.")
+
+    if paper_table and ("LV-GP-GP", "iw") in configs:
+        lines += ["", f"## LV-GP-GP (IW) against the paper (within {tolerance} nats or better)", "",
+                  "| dataset | ours | paper | ours − paper | within |", "| --- | ---: | ---: | ---: | :---: |"]
+        hits = total = 0
+        for d in datasets:
+            g = (d, "LV-GP-GP", "iw")
+            if g in groups and g in paper_table:
+                diff = ours[g][0] - paper_table[g][0]
+                ok = diff >= -tolerance
+                hits, total = hits + ok, total + 1
+                lines.append(f"| {d} | {_fmt(*ours[g])} | {_fmt(*paper_table[g])} | {diff:+.2f} | "
+                             f"{'yes' if ok else 'no'} |")
+        lines += ["", f"Within {tolerance} nats of the paper or better on {hits} of {total} datasets."]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(results, out=None, paper=None, metric: str = "test_loglik_kde") -> str:
+    text = render_report(results, paper, metric)
+    if out:
+        Path(out).write_text(text)
+    return text

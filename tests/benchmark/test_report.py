@@ -1,0 +1,54 @@
+"""Report: means and s.e. over splits beside the paper, differences, ranks, median difference from GP."""
+
+from pathlib import Path
+
+import pytest
+
+from deepgp.benchmark import report, runner
+
+PAPER = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "table1_test_loglik.csv"
+
+
+def write_results(path, values):
+    """values: {(dataset, model, method): [kde per split]} → a results CSV."""
+    base = {k: 0 for k in runner.COLUMNS} | dict(protocol="splits", iterations=10, num_inducing=8, test_limit=10,
+                                                 seconds=1.0, test_loglik_mixture=0.0, test_rmse=1.0,
+                                                 shapiro_median=0.99, bound=-1.0)
+    runner.prepare_results(path)
+    with open(path, "a") as f:
+        for (d, m, me), vals in values.items():
+            for s, v in enumerate(vals):
+                f.write(runner.format_row(base | dict(dataset=d, model=m, method=me, split=s, seed=s,
+                                                      test_loglik_kde=float(v))))
+
+
+def test_ranks_and_median_difference():
+    table = {"a": {("GP", "vi"): {0: 1.0, 1: 2.0}, ("X", "iw"): {0: 3.0, 1: 1.0}},
+             "b": {("GP", "vi"): {0: 0.0}, ("X", "iw"): {0: 1.0}}}
+    ranks = report.average_ranks(table, [("GP", "vi"), ("X", "iw")])
+    assert ranks[("X", "iw")][0] == pytest.approx((1.5 + 2) / 2)  # per split, then per dataset
+    means = {("a", "GP", "vi"): 0.0, ("a", "X", "iw"): 1.0, ("b", "GP", "vi"): 0.0, ("b", "X", "iw"): 3.0}
+    assert report.median_difference(means, [("X", "iw")], ["a", "b"])[("X", "iw")] == 2.0
+
+
+def test_report_against_a_paper_table(tmp_path):
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP_VI,GP_VI_se,LV-GP-GP_IWVI,LV-GP-GP_IWVI_se\n"
+                     "boston,506,13,0.02,0.00,0.14,0.00\nyacht,308,6,1.32,0.02,1.71,0.01\n")
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0, 0.2], ("boston", "LV-GP-GP", "iw"): [0.1, 0.1],
+                            ("yacht", "GP", "vi"): [1.0, 1.0], ("yacht", "LV-GP-GP", "iw"): [2.0, 2.0]})
+    text = report.render_report(results, paper)
+    assert "| boston | GP (VI) | 2 | 0.10 (0.07) | 0.02 (0.00) | +0.08 |" in text
+    assert "| boston | LV-GP-GP (IWVI) | 2 | 0.10 (0.00) | 0.14 (0.00) | -0.04 |" in text
+    assert "Within 0.1 nats of the paper or better on 2 of 2 datasets." in text
+    assert "| median difference from GP (VI), ours | +0.00 | +0.50 |" in text
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason=f"paper table not found at {PAPER}")
+def test_report_with_the_papers_table(tmp_path):
+    results = tmp_path / "r.csv"
+    write_results(results, {("power", "GP", "vi"): [-0.6, -0.7], ("power", "LV-GP-GP", "iw"): [-0.3, -0.2]})
+    text = report.render_report(results, PAPER)
+    assert "| power | LV-GP-GP (IWVI) | 2 | -0.25 (0.04) | -0.28 (0.05) | +0.03 |" in text
+    assert "average rank, paper (its means) | 1.00 (0.00) | 2.00 (0.00) |" in text

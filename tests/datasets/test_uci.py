@@ -1,0 +1,102 @@
+"""UCI loader, download parsing and the paper's splits."""
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepgp.datasets import uci
+
+# shared/ sits beside the clone (CI: /path/clone and /path/shared)
+UCI_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "uci"
+needs_data = pytest.mark.skipif(not (UCI_DIR / "yacht.csv.gz").exists(), reason=f"UCI data not found at {UCI_DIR}")
+
+
+@needs_data
+def test_load_uci_shapes_and_listing():
+    X, Y = uci.load_uci("yacht", UCI_DIR)
+    assert X.shape == (308, 6) and Y.shape == (308, 1) and X.dtype == np.float64
+    assert {"yacht", "boston", "naval"} <= set(uci.list_uci(UCI_DIR))
+
+
+def test_search_order_env_and_cache(tmp_path, monkeypatch):
+    env, cache = tmp_path / "env", tmp_path / "cache"
+    monkeypatch.setenv(uci.ENV_VAR, str(env))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    uci.write_uci(cache / "deepgp" / "uci" / "toy.csv.gz", np.arange(12.0).reshape(4, 3))
+    assert uci.find_uci("toy") == cache / "deepgp" / "uci" / "toy.csv.gz"
+    uci.write_uci(env / "toy.csv.gz", np.ones((4, 3)))
+    assert uci.find_uci("toy") == env / "toy.csv.gz"  # $DEEPGP_DATA before the cache
+    X, Y = uci.load_uci("toy")
+    assert X.shape == (4, 2) and np.all(Y == 1)
+    assert uci.list_uci() == ["toy"]
+
+
+def test_missing_dataset_says_where_and_how(tmp_path, monkeypatch):
+    monkeypatch.setenv(uci.ENV_VAR, str(tmp_path / "env"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(FileNotFoundError) as info:
+        uci.load_uci("boston", tmp_path / "given")
+    msg = str(info.value)
+    for folder in ("given", "env", "cache"):
+        assert str(tmp_path / folder) in msg
+    assert "download_uci('boston')" in msg and "DEEPGP_DATA" in msg
+
+
+def test_download_parses_gal_and_trefor_formats(tmp_path):
+    # Gal's energy: whitespace text, 8 inputs then two targets (heating, cooling); we keep heating
+    rows = np.arange(30.0).reshape(3, 10)
+    (tmp_path / "energy.txt").write_text("\n".join(" ".join(f"{v:g}" for v in r) for r in rows))
+    path = uci.download_uci("energy", tmp_path / "out", url=(tmp_path / "energy.txt").as_uri())
+    X, Y = uci.load_uci("energy", tmp_path / "out")
+    assert path.name == "energy.csv.gz" and X.shape == (3, 8)
+    np.testing.assert_array_equal(Y[:, 0], rows[:, 8])
+    # treforevans: gzipped comma-separated, target last
+    with gzip.open(tmp_path / "forest.csv.gz", "wt") as f:
+        f.write("1,2,3\n4,5,6\n")
+    uci.download_uci("forest", tmp_path / "out", url=(tmp_path / "forest.csv.gz").as_uri())
+    X, Y = uci.load_uci("forest", tmp_path / "out")
+    np.testing.assert_array_equal(X, [[1, 2], [4, 5]])
+    np.testing.assert_array_equal(Y, [[3], [6]])
+    # protein: the target is Gal's first column
+    np.testing.assert_array_equal(uci.parse_source(b"9 1 2\n8 3 4\n", "whitespace", 0), [[1, 2, 9], [3, 4, 8]])
+    with pytest.raises(ValueError, match="no known source"):
+        uci.download_uci("nonesuch", tmp_path)
+
+
+def test_split_sizes_seed_and_training_statistics():
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(3.0, 2.0, (1000, 3)), rng.normal(-1.0, 5.0, (1000, 1))
+    s = uci.split_data(X, Y, split=2)
+    assert len(s.X_train) == 900 and len(s.X_test) == 100
+    order = np.arange(1000)
+    np.random.RandomState(2).shuffle(order)  # bayesian_benchmarks: np.random.seed(split); shuffle
+    np.testing.assert_allclose(s.X_train * s.x_std + s.x_mean, X[order[:900]])
+    np.testing.assert_allclose(s.Y_test * s.y_std + s.y_mean, Y[order[900:]])
+    # training statistics: the training set is exactly standardised, the test set is not
+    np.testing.assert_allclose(s.X_train.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(s.Y_train.std(0), 1)
+    assert abs(s.Y_test.mean()) > 1e-6
+    # same split → same data; another split → another shuffle
+    np.testing.assert_array_equal(uci.split_data(X, Y, split=2).X_test, s.X_test)
+    assert not np.array_equal(uci.split_data(X, Y, split=3).X_test, s.X_test)
+    # the paper's code: all-data statistics
+    a = uci.split_data(X, Y, split=2, stats="all")
+    np.testing.assert_allclose(a.x_mean, X.mean(0))
+    # at most test_limit test points, the first of the shuffled test set
+    c = uci.split_data(X, Y, split=2, test_limit=30)
+    np.testing.assert_array_equal(c.X_test, s.X_test[:30])
+
+
+def test_constant_columns_stay_zero():
+    X = np.column_stack([np.arange(10.0), np.full(10, 7.0)])
+    _, std, Xs = uci.standardise(X)
+    assert std[1] == 1 and np.all(Xs[:, 1] == 0) and np.all(np.isfinite(Xs))
+
+
+@needs_data
+def test_naval_split_is_finite_and_capped():
+    s = uci.load_split("naval", 0, UCI_DIR, test_limit=500)
+    assert len(s.X_train) == int(11934 * 0.9) and len(s.X_test) == 500
+    assert np.all(np.isfinite(s.X_train)) and np.all(s.X_train[:, [8, 11]] == 0)
