@@ -82,8 +82,9 @@ class GPLayer(nn.Module):
         return 0.5 * (R.square().sum() + m.square().sum() - self.num_gps * self.num_inducing - logdet)
 
     # -- the conditional ----------------------------------------------------------------------
-    # A = Lz⁻¹K(Z, H) is kept as [M, G, P] (inducing index first) so that every product is a
-    # plain GEMM over [M, GP] or a broadcast over contiguous memory. Lz⁻¹ is formed explicitly
+    # Layouts: the marginal path keeps A = Lz⁻¹K(Z, H) as [M, GP] (one GEMM for all GPs); the
+    # joint path keeps Aᵀ as [G, P, M] so per-group products are batched GEMMs on contiguous
+    # memory (no permuted copies of [GP, M] tensors in the hot path). Lz⁻¹ is formed explicitly
     # (an M×M triangular solve per step): a GEMM with it is faster here than a triangular solve
     # with GP right-hand sides, and it lets the marginal path stack [Lz⁻¹; R_lᵀLz⁻¹] into one
     # GEMM with K(Z, H). cond(Lz) ≤ ~1e4 with the 1e-6 jitter, harmless in float64.
@@ -96,15 +97,16 @@ class GPLayer(nn.Module):
         return Lz_inv, self.kernel.K(self.Z, H.reshape(-1, H.shape[-1]))
 
     def _prior_conditional(self, H: torch.Tensor, full_cov: bool):
-        """A = Lz⁻¹K(Z, H) [M, G, P] and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
+        """Aᵀ = K(H, Z)Lz⁻ᵀ [G, P, M] (point-major, for the per-group products of the joint path)
+        and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
         G, P, _ = H.shape
         Lz_inv, Kzx = self._whiten(H)
-        A = (Lz_inv @ Kzx).reshape(-1, G, P)
+        At = (Kzx.mT @ Lz_inv.mT).reshape(G, P, -1)
         if full_cov:
-            Q = self.kernel.K(H, H) - torch.einsum("mgp,mgq->gpq", A, A)
+            Q = self.kernel.K(H, H) - At @ At.mT
         else:
-            Q = self.kernel.K_diag(H) - A.square().sum(0)
-        return A, Q
+            Q = self.kernel.K_diag(H) - At.square().sum(-1)
+        return At, Q
 
     def conditional(self, H: torch.Tensor, full_cov: bool = False):
         """Moments of the L GP values g at H [G, P, D_in] under q.
@@ -117,11 +119,9 @@ class GPLayer(nn.Module):
         m, R = self.q()
         L = self.num_gps
         if full_cov:
-            A, Q = self._prior_conditional(H, True)
-            M = A.shape[0]
-            RtA = (R.mT @ A.reshape(M, G * P)).reshape(L, M, G, P)  # R_lᵀA for every GP
-            mean = (A.reshape(M, G * P).T @ m).reshape(G, P, L)
-            return mean, Q.unsqueeze(1) + torch.einsum("lmgp,lmgq->glpq", RtA, RtA)
+            At, Q = self._prior_conditional(H, True)
+            AtR = (At.reshape(1, G * P, -1) @ R).reshape(L, G, P, -1)  # (R_lᵀA)ᵀ for every GP
+            return At @ m, Q.unsqueeze(1) + (AtR @ AtR.mT).transpose(0, 1)
         Lz_inv, Kzx = self._whiten(H)
         M = Lz_inv.shape[0]
         # one GEMM gives A = Lz⁻¹K(Z, H) and R_lᵀA = (R_lᵀLz⁻¹)K(Z, H) for all L GPs
@@ -146,11 +146,11 @@ class GPLayer(nn.Module):
             mean, var = self.conditional(H)
             return mean + var.clamp_min(1e-12).sqrt() * standard_normal(mean.shape, mean)
         m, R = self.q()
-        A, Q = self._prior_conditional(H, full_cov)
-        M = A.shape[0]
-        V = m.T.unsqueeze(-1) + R @ standard_normal((self.num_gps, M, G), A)  # [L, M, G]: v_l per group
-        # explicit contiguous [G, P, M] @ [G, M, L]: bmm on permuted views is far slower (and its backward)
-        g = torch.bmm(A.permute(1, 2, 0).contiguous(), V.permute(2, 1, 0).contiguous())
+        At, Q = self._prior_conditional(H, full_cov)
+        M = At.shape[-1]
+        V = m.T.unsqueeze(-1) + R @ standard_normal((self.num_gps, M, G), At)  # [L, M, G]: v_l per group
+        # [G, P, M] @ [G, M, L] on contiguous operands (bmm on permuted views is far slower, backward too)
+        g = At @ V.permute(2, 1, 0).contiguous()
         xi = standard_normal(g.shape, g)
         if full_cov:
             LQ = cholesky(Q, DEFAULT_JITTER, where=f"the joint conditional covariance of {self.name}")
