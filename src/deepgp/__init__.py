@@ -15,5 +15,13 @@ from .training import fit
 __version__ = "0.1.0"
 __all__ = [
     "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52",
-    "CholeskyError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__",
+    "CholeskyError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__", "DeepGPRegressor",
 ]
+
+
+def __getattr__(name):  # DeepGPRegressor on first use: `import deepgp` stays free of scikit-learn
+    if name == "DeepGPRegressor":
+        from .estimator import DeepGPRegressor
+
+        return DeepGPRegressor
+    raise AttributeError(f"module 'deepgp' has no attribute {name!r}")

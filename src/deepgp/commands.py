@@ -1,15 +1,368 @@
-"""User sub-commands of the ``deepgp`` CLI (demo, fit, predict, evaluate, plot)."""
+"""User sub-commands of the ``deepgp`` CLI: demo, fit, predict, evaluate, plot.
+
+Data files are CSV (or gzip-compressed CSV, ``.csv.gz``) with a header row; columns are chosen
+by name. Models are :class:`~deepgp.DeepGPRegressor` files (``deepgp fit`` / ``save``), which
+carry their input and target column names. User errors raise ValueError / FileNotFoundError,
+which :mod:`deepgp.cli` prints as one line with exit status 2.
+"""
 
 from __future__ import annotations
 
+import argparse
+import csv
+import gzip
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
+
+MISSING = {"", "na", "nan", "n/a", "null", "none", "?"}
+DEFAULT_QUANTILES = "0.05,0.5,0.95"
+
+
+# -- CSV ----------------------------------------------------------------------------------------
+@dataclass
+class Column:
+    """One CSV column: values [N] (NaN where missing), the 1-based file lines of missing values,
+    and the first value that is not a number as (line, text), or None for a numeric column."""
+
+    values: np.ndarray
+    missing: list
+    bad: tuple | None
+
+
+def read_csv(path) -> dict[str, Column]:
+    """Columns of a CSV / CSV.gz file with a header, by name, in file order."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", newline="") as f:
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise ValueError(f"could not read {path} as CSV: {err}") from None
+    if not rows or not any(cell.strip() for cell in rows[0]):
+        raise ValueError(f"{path} is empty; expected a header row of column names")
+    header = [h.strip() for h in rows[0]]
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise ValueError(f"{path}: duplicate column names {dupes}")
+    body = [(i + 2, r) for i, r in enumerate(rows[1:]) if any(cell.strip() for cell in r)]  # skip blank lines
+    if not body:
+        raise ValueError(f"{path} has a header but no data rows")
+    for line, r in body:
+        if len(r) != len(header):
+            raise ValueError(f"{path}, line {line}: {len(r)} fields, but the header has {len(header)}")
+    columns = {}
+    for j, name in enumerate(header):
+        values = np.full(len(body), np.nan)
+        missing, bad = [], None
+        for i, (line, r) in enumerate(body):
+            text = r[j].strip()
+            if text.lower() in MISSING:
+                missing.append(line)
+                continue
+            try:
+                values[i] = float(text)
+            except ValueError:
+                bad = bad or (line, text)
+        columns[name] = Column(values, missing, bad)
+    return columns
+
+
+def _describe(names, columns, what) -> None:
+    """Raise for unknown, non-numeric or incomplete columns among ``names`` (all listed at once)."""
+    unknown = [n for n in names if n not in columns]
+    if unknown:
+        raise ValueError(f"{what}: no column(s) {unknown}; the file has {list(columns)}")
+    bad = [f"{n!r} (e.g. {columns[n].bad[1]!r} on line {columns[n].bad[0]})" for n in names if columns[n].bad]
+    if bad:
+        raise ValueError(f"{what}: non-numeric column(s) " + ", ".join(bad))
+    miss = [f"{n!r} ({len(columns[n].missing)} row(s), first on line {columns[n].missing[0]})"
+            for n in names if columns[n].missing]
+    if miss:
+        raise ValueError(f"{what}: missing values in column(s) " + ", ".join(miss) + "; drop or fill them first")
+
+
+def select(columns: dict[str, Column], names) -> np.ndarray:
+    """The named columns as a float array [N, len(names)]; a clear error for any unusable one."""
+    _describe(names, columns, "cannot use the data")
+    return np.stack([columns[n].values for n in names], axis=1)
+
+
+def choose_inputs(columns: dict[str, Column], target: str, inputs: list[str] | None) -> list[str]:
+    """``inputs`` if given; otherwise every other numeric column (announcing the ones left out)."""
+    if target not in columns:
+        raise ValueError(f"--target: no column {target!r}; the file has {list(columns)}")
+    if inputs:
+        if target in inputs:
+            raise ValueError(f"--inputs includes the target column {target!r}")
+        return inputs
+    others = [n for n in columns if n != target]
+    skipped = [n for n in others if columns[n].bad]
+    if skipped:
+        print(f"deepgp: ignoring non-numeric column(s) {skipped} (name the inputs with --inputs)", file=sys.stderr)
+    chosen = [n for n in others if not columns[n].bad]
+    if not chosen:
+        raise ValueError(f"no numeric input columns besides the target {target!r}; the file has {list(columns)}")
+    return chosen
+
+
+def _names(text: str | None) -> list[str] | None:
+    return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
+
+
+def _levels(text: str) -> list[float]:
+    try:
+        q = [float(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--quantiles must be comma-separated numbers in [0, 1], got {text!r}") from None
+    if not q or any(not 0 <= v <= 1 for v in q):
+        raise ValueError(f"--quantiles must be comma-separated numbers in [0, 1], got {text!r}")
+    return q
+
+
+def load_regressor(path):
+    """A model file written by ``deepgp fit`` (a DeepGPRegressor with its column names)."""
+    from .estimator import DeepGPRegressor
+
+    reg = DeepGPRegressor.load(path)
+    if not getattr(reg, "columns_", None):
+        raise ValueError(f"{path} has no column names; it was saved from Python, not by `deepgp fit`")
+    return reg
+
+
+def _model_data(reg, path, need_target: bool):
+    """X [N, D] (and y [N]) from the CSV at ``path`` using the model's column names."""
+    columns = read_csv(path)
+    names = reg.columns_["inputs"]
+    missing = [n for n in names if n not in columns]
+    if missing:
+        raise ValueError(f"{path} lacks the model's input column(s) {missing}")
+    X = select(columns, names)
+    if not need_target:
+        return X, None
+    target = reg.columns_["target"]
+    if target not in columns:
+        raise ValueError(f"{path} lacks the target column {target!r} needed to evaluate")
+    return X, select(columns, [target])[:, 0]
+
+
+# -- registration -------------------------------------------------------------------------------
 def register(sub) -> None:
-    p = sub.add_parser("demo", help="fit GP and LV-GP on a built-in bimodal set and print test log densities")
+    """Add demo / fit / predict / evaluate / plot to the CLI's sub-parsers."""
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+
+    p = sub.add_parser("demo", formatter_class=fmt, help="fit four models to the 'DGP' letters, print a table, draw them",
+                       description="Fit GP, GP-GP (VI), LV-GP and LV-GP-GP (IW) to the paper's 'DGP' letters set; "
+                       "print test log densities and write DIR/demo.png with each posterior density.")
+    p.add_argument("--out", default="deepgp-demo", metavar="DIR", help="folder for demo.png and scores.json")
+    p.add_argument("--iterations", type=int, default=None, help="training iterations per model (default: 1500; 250 with --quick)")
+    p.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated subset of the four models")
+    p.add_argument("--quick", action="store_true", help="a smaller budget that runs in under a minute")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_demo)
 
+    p = sub.add_parser("fit", formatter_class=fmt, help="fit a model to a CSV file and save it",
+                       description="Fit a deep GP to DATA (CSV or CSV.gz with a header) and save it to --out.")
+    p.add_argument("data", help="training data, .csv or .csv.gz with a header row")
+    p.add_argument("--target", required=True, help="name of the column to predict")
+    p.add_argument("--inputs", default=None, help="comma-separated input columns (default: every other numeric column)")
+    p.add_argument("--model", default="LV-GP-GP", help="architecture: GP, GP-GP, LV-GP, LV-GP-GP, GP-LV-GP, ...")
+    p.add_argument("--method", default="iw", choices=["vi", "iw"], help="variational (vi) or importance-weighted (iw)")
+    p.add_argument("--num-samples", type=int, default=5, help="importance samples K per point")
+    p.add_argument("--num-inducing", type=int, default=128, help="inducing points per GP layer")
+    p.add_argument("--hidden-dim", type=int, default=5, help="GPs in each inner layer")
+    p.add_argument("--latent-dim", type=int, default=1, help="dimension of each latent variable")
+    p.add_argument("--iterations", type=int, default=5000)
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--lr", type=float, default=0.005, help="Adam learning rate")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="model.pt", help="model file to write")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_fit)
 
+    p = sub.add_parser("predict", formatter_class=fmt, help="predict with a saved model on a CSV file",
+                       description="Predictive mean, standard deviation, quantiles and optional samples for "
+                       "every row of DATA, written as CSV (one row per input row, same order).")
+    p.add_argument("model", help="model file from `deepgp fit`")
+    p.add_argument("data", help="CSV / CSV.gz containing the model's input columns")
+    p.add_argument("--out", default="-", help="output CSV file ('-': standard output)")
+    p.add_argument("--quantiles", default=DEFAULT_QUANTILES, help="comma-separated quantile levels in [0, 1]")
+    p.add_argument("--samples", type=int, default=0, help="also write this many predictive draws per row")
+    p.add_argument("--predict-samples", type=int, default=None, help="Monte Carlo draws for mean/std/quantiles (default: the model's)")
+    p.set_defaults(func=_predict)
+
+    p = sub.add_parser("evaluate", formatter_class=fmt, help="test log density, RMSE and CRPS of a saved model",
+                       description="Mean test log predictive density (units of the target), RMSE of the "
+                       "predictive mean and sample-based CRPS on DATA, which must hold the target column.")
+    p.add_argument("model", help="model file from `deepgp fit`")
+    p.add_argument("data", help="CSV / CSV.gz with the model's input and target columns")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   help="write the metrics as JSON (to FILE, or standard output when no FILE is given)")
+    p.add_argument("--predict-samples", type=int, default=None, help="Monte Carlo draws (default: the model's)")
+    p.set_defaults(func=_evaluate)
+
+    p = sub.add_parser("plot", help="figures: prior draws, posterior densities, predictive marginals",
+                       description="The paper's figures as PNG or PDF (chosen by the --out extension).")
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+    q = kinds.add_parser("prior", formatter_class=fmt, help="prior draws on a 1-D input (paper Fig. 3, S6-S9)",
+                         description="Independent prior draws of each model on a 1-D input; LV models are drawn "
+                         "for a grid of w values, which shows their stochastic fan.")
+    q.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated model specs, one row each")
+    q.add_argument("--draws", type=int, default=4, help="independent draws per model (columns)")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--out", default="prior.png", help="figure file (.png or .pdf)")
+    q.set_defaults(func=_plot_prior)
+    q = kinds.add_parser("posterior", formatter_class=fmt, help="posterior density images of 1-input models (Fig. 1, 5)",
+                         description="p(y | x) as an image for each MODEL (models with one input column).")
+    q.add_argument("models", nargs="+", help="model files from `deepgp fit`")
+    q.add_argument("--data", default=None, help="CSV to overlay as points (and to set the axis ranges)")
+    q.add_argument("--samples", type=int, default=500, help="Monte Carlo draws per x")
+    q.add_argument("--out", default="posterior.png", help="figure file (.png or .pdf)")
+    q.set_defaults(func=_plot_posterior)
+    q = kinds.add_parser("marginals", formatter_class=fmt, help="standardised predictive marginals (Fig. 10-11)",
+                         description="Predictive marginals at rows of DATA, rescaled to zero mean and unit "
+                         "variance, with the standard normal density dotted; one panel per MODEL.")
+    q.add_argument("models", nargs="+", help="model files from `deepgp fit` (same input columns)")
+    q.add_argument("--data", required=True, help="CSV with the models' input columns")
+    q.add_argument("--points", type=int, default=30, help="test points to show")
+    q.add_argument("--samples", type=int, default=2000, help="predictive draws per point")
+    q.add_argument("--out", default="marginals.png", help="figure file (.png or .pdf)")
+    q.set_defaults(func=_plot_marginals)
+
+
+# -- handlers -----------------------------------------------------------------------------------
 def _demo(args) -> int:
-    from .demo import run_demo
+    from .demo import config_from_args, run_demo
 
-    run_demo()
+    run_demo(args.out, models=tuple(_names(args.models)), config=config_from_args(args.quick, args.iterations),
+             progress=not args.no_progress)
+    return 0
+
+
+def _fit(args) -> int:
+    from .estimator import DeepGPRegressor
+
+    columns = read_csv(args.data)
+    inputs = choose_inputs(columns, args.target, _names(args.inputs))
+    X, y = select(columns, inputs), select(columns, [args.target])[:, 0]
+    reg = DeepGPRegressor(
+        model=args.model, method=args.method, num_samples=args.num_samples, num_inducing=args.num_inducing,
+        hidden_dim=args.hidden_dim, latent_dim=args.latent_dim, iterations=args.iterations,
+        batch_size=args.batch_size, lr=args.lr, seed=args.seed, progress=not args.no_progress,
+    )
+    reg.fit(X, y)
+    reg.columns_ = {"inputs": inputs, "target": args.target}
+    reg.save(args.out)
+    print(f"fitted {reg.model} ({args.method}) on {len(y)} rows, inputs {inputs} -> target {args.target!r}; "
+          f"final bound {reg.history_[-1] / len(y):.4f} per point; saved {args.out}")
+    return 0
+
+
+def _predict(args) -> int:
+    levels = _levels(args.quantiles)
+    reg = load_regressor(args.model)
+    if args.predict_samples is not None:
+        reg.predict_samples = args.predict_samples
+    X, _ = _model_data(reg, args.data, need_target=False)
+    mean, std = reg.predict(X, return_std=True)
+    table = {"mean": mean, "std": std}
+    quant = reg.predict_quantiles(X, levels)  # [N, Q]
+    for j, q in enumerate(levels):
+        table[f"q{q:g}"] = quant[:, j]
+    if args.samples < 0:
+        raise ValueError(f"--samples must be >= 0, got {args.samples}")
+    if args.samples:
+        draws = reg.sample(X, args.samples)  # [n, N]
+        for i in range(args.samples):
+            table[f"sample_{i + 1}"] = draws[i]
+    out = sys.stdout if args.out == "-" else open(args.out, "w", newline="")
+    try:
+        writer = csv.writer(out)
+        writer.writerow(list(table))
+        writer.writerows(zip(*(np.char.mod("%.6g", col) for col in table.values())))
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if args.out != "-":
+        print(f"wrote {len(X)} rows to {args.out}", file=sys.stderr)
+    return 0
+
+
+def evaluate_metrics(reg, X, y) -> dict:
+    """Mean log density (units of y), RMSE of the predictive mean and mean sample CRPS."""
+    from .estimator import crps_from_samples
+
+    draws = reg.sample(X, reg.predict_samples)  # [S, N]
+    return {
+        "n": int(len(y)),
+        "log_density": float(reg.log_density(X, y).mean()),
+        "rmse": float(np.sqrt(np.mean((reg.predict(X) - y) ** 2))),
+        "crps": float(crps_from_samples(draws, y).mean()),
+    }
+
+
+def _evaluate(args) -> int:
+    reg = load_regressor(args.model)
+    if args.predict_samples is not None:
+        reg.predict_samples = args.predict_samples
+    X, y = _model_data(reg, args.data, need_target=True)
+    metrics = {"model": reg.model, "target": reg.columns_["target"], **evaluate_metrics(reg, X, y)}
+    if args.json == "-":
+        print(json.dumps(metrics, indent=2))
+        return 0
+    if args.json:
+        Path(args.json).write_text(json.dumps(metrics, indent=2) + "\n")
+    print(f"{metrics['model']} on {args.data} ({metrics['n']} rows, target {metrics['target']!r})")
+    print(f"  log density  {metrics['log_density']:10.4f}   (mean per point, higher is better)")
+    print(f"  RMSE         {metrics['rmse']:10.4f}")
+    print(f"  CRPS         {metrics['crps']:10.4f}   (lower is better)")
+    return 0
+
+
+def _plot_prior(args) -> int:
+    from .model import parse_spec
+    from .plotting import prior_figure, save_figure
+
+    specs = _names(args.models)
+    for s in specs:
+        parse_spec(s)  # a bad spec fails before any drawing
+    print(f"wrote {save_figure(prior_figure(specs, num_draws=args.draws, seed=args.seed), args.out)}")
+    return 0
+
+
+def _plot_posterior(args) -> int:
+    from .plotting import posterior_figure, save_figure
+
+    regs = {Path(m).stem: load_regressor(m) for m in args.models}
+    for name, reg in regs.items():
+        if reg.n_features_in_ != 1:
+            raise ValueError(f"a posterior density image needs a model with one input; {name} has {reg.n_features_in_}")
+    data = None
+    if args.data:
+        first = next(iter(regs.values()))
+        data = _model_data(first, args.data, need_target=True)
+        x, y = data
+    else:  # no data: ±3 standard deviations of the training data
+        first = next(iter(regs.values()))
+        x = first.x_scaler_.mean + np.array([-3.0, 3.0]) * first.x_scaler_.std
+        y = first.y_scaler_.mean + np.array([-3.0, 3.0]) * first.y_scaler_.std
+    pad_x, pad_y = 0.05 * np.ptp(x), 0.1 * np.ptp(y)
+    fig = posterior_figure(regs, (x.min() - pad_x, x.max() + pad_x), (y.min() - pad_y, y.max() + pad_y),
+                           data=data, num_samples=args.samples)
+    print(f"wrote {save_figure(fig, args.out)}")
+    return 0
+
+
+def _plot_marginals(args) -> int:
+    from .plotting import marginals_figure, save_figure
+
+    regs = {Path(m).stem: load_regressor(m) for m in args.models}
+    X, _ = _model_data(next(iter(regs.values())), args.data, need_target=False)
+    fig = marginals_figure(regs, X, num_points=args.points, num_samples=args.samples)
+    print(f"wrote {save_figure(fig, args.out)}")
     return 0

@@ -1,0 +1,138 @@
+"""The command line: fit → predict → evaluate on a small CSV, plots, and every documented error."""
+
+import csv
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from deepgp.cli import build_parser, main
+
+FAST = ["--iterations", "40", "--num-inducing", "8", "--batch-size", "64", "--no-progress"]
+
+
+def write_csv(path, header, rows):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wt", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """train.csv.gz (x1, x2, a text column, y) and test.csv; a model fitted on them by the CLI."""
+    d = tmp_path_factory.mktemp("cli")
+    rng = np.random.default_rng(0)
+
+    def rows(n):
+        x = rng.uniform(-2, 2, (n, 2))
+        y = np.sin(2 * x[:, 0]) + 0.3 * x[:, 1] + 0.1 * rng.standard_normal(n)
+        return [[f"{a:.5f}", f"{b:.5f}", "abc"[i % 3], f"{c:.5f}"] for i, (a, b, c) in enumerate(zip(x[:, 0], x[:, 1], y))]
+
+    header = ["x1", "x2", "label", "y"]
+    train = write_csv(d / "train.csv.gz", header, rows(200))
+    test = write_csv(d / "test.csv", header, rows(50))
+    model = d / "model.pt"
+    assert main(["fit", str(train), "--target", "y", "--model", "GP-GP", "--method", "vi", "--out", str(model), *FAST]) == 0
+    return d, train, test, model
+
+
+def test_fit_predict_evaluate(data, capsys):
+    d, train, test, model = data
+    out = d / "pred.csv"
+    assert main(["predict", str(model), str(test), "--out", str(out), "--quantiles", "0.1,0.9", "--samples", "3"]) == 0
+    with open(out) as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 50 and list(table[0]) == ["mean", "std", "q0.1", "q0.9", "sample_1", "sample_2", "sample_3"]
+    assert all(float(r["q0.1"]) <= float(r["q0.9"]) and float(r["std"]) > 0 for r in table)
+    capsys.readouterr()
+    assert main(["evaluate", str(model), str(test), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert set(metrics) == {"model", "target", "n", "log_density", "rmse", "crps"} and metrics["n"] == 50
+    assert metrics["rmse"] < 1.0 and 0 < metrics["crps"] < metrics["rmse"]  # y has std ≈ 1
+    assert main(["evaluate", str(model), str(test)]) == 0
+    assert "CRPS" in capsys.readouterr().out
+
+
+def test_plots(data, tmp_path):
+    d, train, test, _ = data
+    # a one-input model for the posterior image: --inputs picks the column
+    model1 = tmp_path / "one.pt"
+    assert main(["fit", str(train), "--target", "y", "--inputs", "x1", "--model", "LV-GP", "--out", str(model1), *FAST]) == 0
+    for argv, name in [
+        (["plot", "prior", "--models", "GP,LV-GP-GP", "--draws", "2"], "prior.png"),
+        (["plot", "posterior", str(model1), "--data", str(test), "--samples", "50"], "post.pdf"),
+        (["plot", "posterior", str(model1), "--samples", "50"], "post_nodata.png"),
+        (["plot", "marginals", str(d / "model.pt"), "--data", str(test), "--points", "5", "--samples", "200"], "marg.png"),
+    ]:
+        assert main([*argv, "--out", str(tmp_path / name)]) == 0
+        assert (tmp_path / name).stat().st_size > 5000
+
+
+def test_help_lists_every_command(capsys):
+    parser = build_parser()
+    help_text = parser.format_help()
+    for cmd in ["demo", "fit", "predict", "evaluate", "plot", "benchmark", "report"]:
+        assert cmd in help_text
+    for argv in (["fit", "--help"], ["predict", "--help"], ["evaluate", "--help"], ["plot", "prior", "--help"],
+                 ["plot", "posterior", "--help"], ["plot", "marginals", "--help"], ["demo", "--help"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 0
+    assert "--target" in capsys.readouterr().out
+
+
+def errors_for(tmp_path, data):
+    d, train, test, model = data
+    bad = write_csv(tmp_path / "bad.csv", ["x1", "x2", "y"], [["1", "", "0.5"], ["2", "3", "oops"], ["2", "3", "0.1"]])
+    short = write_csv(tmp_path / "short.csv", ["x1", "x2", "y"], [["1", "2"]])
+    only_text = write_csv(tmp_path / "text.csv", ["name", "y"], [["a", "1"], ["b", "2"]])
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    header_only = write_csv(tmp_path / "header.csv", ["x", "y"], [])
+    no_x2 = write_csv(tmp_path / "nox2.csv", ["x1", "y"], [["1", "2"], ["3", "4"]])
+    fit = ["fit", "--out", str(tmp_path / "m.pt"), *FAST]
+    return [
+        ([*fit, str(tmp_path / "nope.csv"), "--target", "y"], "no such file"),
+        ([*fit, str(empty), "--target", "y"], "is empty"),
+        ([*fit, str(header_only), "--target", "y"], "no data rows"),
+        ([*fit, str(short), "--target", "y"], "line 2: 2 fields"),
+        ([*fit, str(train), "--target", "z"], "no column 'z'"),
+        ([*fit, str(train), "--target", "label"], "non-numeric column(s) 'label'"),
+        ([*fit, str(train), "--target", "y", "--inputs", "x1,label"], "non-numeric column(s) 'label' (e.g. 'a' on line 2)"),
+        ([*fit, str(train), "--target", "y", "--inputs", "x1,x9"], "no column(s) ['x9']"),
+        ([*fit, str(train), "--target", "y", "--inputs", "x1,y"], "includes the target"),
+        ([*fit, str(bad), "--target", "x1"], "missing values in column(s) 'x2' (1 row(s), first on line 2)"),
+        ([*fit, str(only_text), "--target", "y"], "no numeric input columns"),
+        ([*fit, str(train), "--target", "y", "--model", "GP-LV"], "must end in 'GP'"),
+        (["predict", str(tmp_path / "nope.pt"), str(test)], "nope.pt"),
+        (["predict", str(test), str(test)], "not a model saved by deepgp"),
+        (["predict", str(model), str(no_x2)], "lacks the model's input column(s) ['x2']"),
+        (["predict", str(model), str(test), "--quantiles", "0.5,1.5"], "--quantiles"),
+        (["predict", str(model), str(test), "--samples", "-1"], "--samples"),
+        (["evaluate", str(model), str(write_csv(tmp_path / "noy.csv", ["x1", "x2"], [["1", "2"]]))], "lacks the target column 'y'"),
+        (["plot", "posterior", str(model), "--out", str(tmp_path / "p.png")], "needs a model with one input"),
+        (["plot", "prior", "--models", "GP,XX", "--out", str(tmp_path / "p.png")], "unknown token"),
+        (["plot", "prior", "--out", str(tmp_path / "p.jpg")], "must end in one of"),
+        (["demo", "--models", "GP,GP-GP-GP", "--out", str(tmp_path)], "unknown demo model"),
+    ]
+
+
+def test_error_paths(data, tmp_path, capsys):
+    for argv, message in errors_for(tmp_path, data):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if ": error: " in line]
+        assert len(errors) == 1 and message in errors[0], (argv, err)  # one clear line
+        assert "Traceback" not in err
+
+
+def test_ignored_text_column_is_announced(data, tmp_path, capsys):
+    _, train, _, _ = data
+    capsys.readouterr()
+    assert main(["fit", str(train), "--target", "y", "--out", str(tmp_path / "m.pt"), "--model", "GP", "--method", "vi", *FAST]) == 0
+    assert "ignoring non-numeric column(s) ['label']" in capsys.readouterr().err

@@ -1,0 +1,54 @@
+"""Figures: written, non-empty, and the numbers behind them are right."""
+
+import numpy as np
+import pytest
+
+import deepgp
+from deepgp import plotting
+
+
+def test_density_grid_integrates_to_one(fitted_lv):
+    model, _ = fitted_lv
+    yg = np.linspace(-4, 4, 400)
+    logp = plotting.log_density_grid(model, np.array([-1.0, 0.5]), yg, num_samples=100)
+    assert logp.shape == (400, 2)
+    mass = np.exp(logp).sum(0) * (yg[1] - yg[0])
+    np.testing.assert_allclose(mass, 1.0, atol=0.02)
+
+
+def test_prior_draw_fans_out_only_with_latent_variables():
+    x = np.linspace(-2, 2, 50)
+    w = np.linspace(-2, 2, 5)
+    for spec, fan in [("GP-GP", False), ("LV-GP", True)]:
+        model = deepgp.DeepGP.from_spec(spec, x[:, None], np.zeros((50, 1)), num_inducing=8, hidden_dim=1)
+        f = plotting.prior_draw(model, x, w, seed=1)
+        assert f.shape == (5, 50)
+        assert (np.ptp(f, axis=0).mean() > 0.1) == fan
+        np.testing.assert_array_equal(f, plotting.prior_draw(model, x, w, seed=1))  # reproducible
+
+
+def test_figures_are_written(fitted_lv, bimodal_data, tmp_path):
+    model, _ = fitted_lv
+    (x, y), (xt, _) = bimodal_data
+    figs = {
+        "prior.png": plotting.prior_figure(["GP", "LV-GP-GP", "GP-LV-GP"], num_draws=2, resolution=60),
+        "posterior.pdf": plotting.posterior_figure({"LV-GP": model}, (-2, 2), (-1.5, 1.5), data=(x, y), resolution=40,
+                                                   num_samples=50),
+        "marginals.png": plotting.marginals_figure({"LV-GP": model}, xt, num_points=5, num_samples=200),
+    }
+    for name, fig in figs.items():
+        path = plotting.save_figure(fig, tmp_path / "sub" / name)
+        assert path.stat().st_size > 5000
+    with pytest.raises(ValueError, match="must end in one of"):
+        plotting.save_figure(plotting.prior_figure("GP", num_draws=1, resolution=10), tmp_path / "x.svg")
+
+
+def test_bad_models_are_refused():
+    X = np.random.default_rng(0).standard_normal((20, 2))
+    two_inputs = deepgp.DeepGP.from_spec("GP", X, X[:, :1], num_inducing=5)
+    with pytest.raises(ValueError, match="1 input"):
+        plotting.log_density_grid(two_inputs, np.zeros(3), np.zeros(3))
+    with pytest.raises(ValueError, match="1-D input"):
+        plotting.prior_draw(two_inputs, np.zeros(3), np.zeros(1))
+    with pytest.raises(ValueError, match="expected a DeepGP"):
+        plotting.log_density_grid("model.pt", np.zeros(3), np.zeros(3))
