@@ -51,4 +51,4 @@ def test_report_with_the_papers_table(tmp_path):
     write_results(results, {("power", "GP", "vi"): [-0.6, -0.7], ("power", "LV-GP-GP", "iw"): [-0.3, -0.2]})
     text = report.render_report(results, PAPER)
     assert "| power | LV-GP-GP (IWVI) | 2 | -0.25 (0.04) | -0.28 (0.05) | +0.03 |" in text
-    assert "average rank, paper (its means) | 1.00 (0.00) | 2.00 (0.00) |" in text
+    assert "average rank, paper (its means) | 1.00 | 2.00 |" in text

@@ -69,7 +69,8 @@ def summarise(rows: list[dict], metric: str = "test_loglik_kde"):
 
 def _mean_se(values) -> tuple[float, float]:
     v = np.asarray(list(values), dtype=float)
-    return float(v.mean()), float(v.std() / math.sqrt(len(v)))
+    # one run has no standard error (shown without one), rather than a misleading (0.00)
+    return float(v.mean()), float(v.std() / math.sqrt(len(v))) if len(v) > 1 else float("nan")
 
 
 def average_ranks(table: dict[str, dict[tuple, dict]], configs: list[tuple]) -> dict[tuple, tuple[float, float]]:
