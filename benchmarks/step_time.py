@@ -130,26 +130,6 @@ def dense_flops(model, batch: int, num_samples: int, method: str) -> dict:
 
 
 # -- one measurement per process --------------------------------------------------------------
-class CpuWindow:
-    """Cores kept busy by other processes between start() and stop() (from /proc/stat)."""
-
-    @staticmethod
-    def _snapshot():
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-        busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait, in USER_HZ ticks
-        t = os.times()
-        return busy / os.sysconf("SC_CLK_TCK"), t.user + t.system, time.monotonic()
-
-    def start(self):
-        self.t0 = self._snapshot()
-
-    def stop(self) -> float:
-        busy1, own1, wall1 = self._snapshot()
-        busy0, own0, wall0 = self.t0
-        return max(0.0, ((busy1 - busy0) - (own1 - own0)) / (wall1 - wall0))
-
-
 def gemm_rate(torch, reps: int = 30) -> dict:
     """Median GFLOP/s of the (640×128)·(128×2560) float64 product in this process."""
     m, k, n = GEMM_SHAPE
@@ -178,20 +158,11 @@ def worker(args) -> None:
     model = deepgp.DeepGP.from_spec(args.worker, X, Y, num_inducing=common.INDUCING, hidden_dim=common.HIDDEN,
                                     latent_dim=1, seed=0)
     rss_before = common.peak_rss_mb()
-    clock, window = common.StepClock(), CpuWindow()
-
-    def callback(t, _bound):
-        clock.tick()
-        if t == args.warmup - 1:
-            window.start()
-        return False
-
+    clock = common.StepClock(args.warmup)
     load0 = os.getloadavg()[0]
-    if args.warmup == 0:
-        window.start()
     deepgp.fit(model, X, Y, method, K, iterations=args.warmup + args.iterations, batch_size=common.BATCH,
-               progress=False, callback=callback)
-    other = window.stop()
+               progress=False, callback=clock.tick)
+    other = clock.other_cores_busy()
     stats = common.step_stats(clock.stamps, args.warmup)
     rate = gemm_rate(torch)
     ours, dense = our_flops(model, common.BATCH, K, method), dense_flops(model, common.BATCH, K, method)
@@ -213,7 +184,7 @@ def run(cmd: list[str], label: str) -> dict:
     except ValueError:
         err = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         print(f"  {label}: FAILED (exit {proc.returncode}): {err}", file=sys.stderr, flush=True)
-        return dict(name=label, failed=True, error=err, stderr_tail=proc.stderr[-4000:])
+        return dict(name=label.split()[0], label=label, failed=True, error=err, stderr_tail=proc.stderr[-4000:])
     rec["loadavg_before"] = load
     print(f"  {label}: {rec['median_s'] * 1e3:.1f} ms (median), peak RSS {rec['peak_rss_mb']:.0f} MB, "
           f"load {load:.2f}, other cores busy {rec.get('other_cores_busy', float('nan')):.2f}", file=sys.stderr, flush=True)
@@ -226,8 +197,10 @@ def machine_info() -> dict:
     cpu = "unknown"
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        cpu = next(ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name"))
-    except (OSError, StopIteration):
+        fields = dict(ln.split(":", 1) for ln in out.splitlines() if ":" in ln)
+        cpu = (f"{fields['Model name'].strip()} (family {fields.get('CPU family', '?').strip()}, model "
+               f"{fields.get('Model', '?').strip()}, {fields.get('Hypervisor vendor', 'no').strip()} hypervisor)")
+    except (OSError, KeyError):
         pass
     cfg = torch.__config__.show()
     blas = ", ".join(re.findall(r"(?:BLAS_INFO|LAPACK_INFO)=[^,\s]+", cfg)) or "unknown"
@@ -250,7 +223,10 @@ def table(results: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        if r.get("failed") or r.get("name") != "deepgp":
+        if r.get("name") != "deepgp":
+            continue
+        if r.get("failed"):
+            rows.append(f"| {r['label']} | failed: {r['error'][:100]} |" + " |" * 12)
             continue
         rows.append(
             f"| {r['model']} | {r['method'].upper()} K={r['num_samples']} | {r['threads']} | {fmt(r['median_s'], '.1f', 1e3)} "
@@ -266,7 +242,7 @@ def table(results: list[dict]) -> str:
                  "| deepgp ms | peer / deepgp | load 1-min | other cores busy |", "|---|---|---|---|---|---|---|---|---|"]
         for r in peers:
             if r.get("failed"):
-                rows.append(f"| {r['name']} | {r.get('threads', '—')} | failed: {r['error'][:120]} | | | | | | |")
+                rows.append(f"| {r['label']} | {r.get('threads', '—')} | failed: {r['error'][:120]} | | | | | | |")
                 continue
             mine = ours.get(("GP-GP-GP", r["threads"]))
             ratio = f"{r['median_s'] / mine['median_s']:.2f}" if mine else "—"

@@ -58,14 +58,43 @@ def step_stats(stamps: list[float], warmup: int) -> dict:
 
 
 class StepClock:
-    """A callback-style recorder: call ``tick()`` after every training step."""
+    """A callback-style recorder: call ``tick()`` after every training step; with ``warmup``, a
+    :class:`CpuWindow` is started after the warm-up steps (read it with ``other_cores_busy()``)."""
 
-    def __init__(self):
+    def __init__(self, warmup: int | None = None):
         self.stamps = [time.perf_counter()]
+        self.warmup, self.window = warmup, CpuWindow()
+        if warmup == 0:
+            self.window.start()
 
     def tick(self, *_args) -> bool:
         self.stamps.append(time.perf_counter())
+        if self.warmup is not None and len(self.stamps) - 1 == self.warmup:
+            self.window.start()
         return False
+
+    def other_cores_busy(self) -> float:
+        return self.window.stop()
+
+
+class CpuWindow:
+    """Cores kept busy by other processes between start() and stop() (from /proc/stat)."""
+
+    @staticmethod
+    def _snapshot():
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait, in USER_HZ ticks
+        t = os.times()
+        return busy / os.sysconf("SC_CLK_TCK"), t.user + t.system, time.monotonic()
+
+    def start(self):
+        self.t0 = self._snapshot()
+
+    def stop(self) -> float:
+        busy1, own1, wall1 = self._snapshot()
+        busy0, own0, wall0 = self.t0
+        return max(0.0, ((busy1 - busy0) - (own1 - own0)) / (wall1 - wall0))
 
 
 def emit(record: dict) -> None:

@@ -70,7 +70,7 @@ def main() -> None:
     model.compile(tf_keras.optimizers.Adam(learning_rate=0.005))
     data = (tf.data.Dataset.from_tensor_slices({"inputs": X, "targets": Y}).shuffle(N, seed=0).repeat()
             .batch(common.BATCH, drop_remainder=True).prefetch(2))
-    clock = common.StepClock()
+    clock = common.StepClock(args.warmup)
     history = model.fit(data, epochs=1, steps_per_epoch=args.warmup + args.iterations, verbose=0,
                         callbacks=[tf_keras.callbacks.LambdaCallback(on_train_batch_end=clock.tick)])
     loss = float(history.history["loss"][-1])
@@ -78,7 +78,7 @@ def main() -> None:
         raise SystemExit("GPflux loss became non-finite")
     common.emit(dict(name="GPflux", version=gpflux.__version__, tensorflow=tf.__version__, gpflow=gpflow.__version__,
                      model="GP-GP-GP", method="vi", num_samples=1, threads=args.threads, dataset=args.dataset,
-                     final_loss=loss, **common.step_stats(clock.stamps, args.warmup)))
+                     final_loss=loss, other_cores_busy=clock.other_cores_busy(), **common.step_stats(clock.stamps, args.warmup)))
 
 
 if __name__ == "__main__":

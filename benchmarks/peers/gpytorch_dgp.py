@@ -75,7 +75,7 @@ def main() -> None:
     model.likelihood.noise = 0.01
     mll = DeepApproximateMLL(VariationalELBO(model.likelihood, model, X.shape[0]))
     opt = torch.optim.Adam(model.parameters(), lr=0.005)
-    clock = common.StepClock()
+    clock = common.StepClock(args.warmup)
     rng = np.random.default_rng(0)
     perm, pos = rng.permutation(X.shape[0]), 0
     model.train()
@@ -94,7 +94,7 @@ def main() -> None:
             clock.tick()
     common.emit(dict(name="GPyTorch", version=gpytorch.__version__, model="GP-GP-GP", method="vi", num_samples=1,
                      threads=args.threads, dataset=args.dataset, torch=torch.__version__, final_loss=loss.item(),
-                     **common.step_stats(clock.stamps, args.warmup)))
+                     other_cores_busy=clock.other_cores_busy(), **common.step_stats(clock.stamps, args.warmup)))
 
 
 if __name__ == "__main__":
