@@ -13,7 +13,7 @@ def test_quick_demo_end_to_end(tmp_path, capsys):
         assert f"\n{name:10s} " in out  # a row of the printed table
     scores = json.loads((tmp_path / "scores.json").read_text())["scores"]
     assert list(scores) == ["GP", "GP-GP", "LV-GP", "LV-GP-GP"]
-    # one Gaussian per x cannot fit three strokes of a letter; LV-GP-GP can (≈ −8.7 vs ≈ −1.3)
+    # one Gaussian per x cannot fit three strokes of a letter; LV-GP-GP can (≈ −3.4 vs ≈ −1.3)
     assert scores["LV-GP-GP"]["test_log_density"] > scores["GP"]["test_log_density"] + 1.0
     assert (tmp_path / "demo.png").stat().st_size > 20_000
 

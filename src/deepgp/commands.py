@@ -160,7 +160,7 @@ def register(sub) -> None:
                        description="Fit GP, GP-GP (VI), LV-GP and LV-GP-GP (IW) to the paper's 'DGP' letters set; "
                        "print test log densities and write DIR/demo.png with each posterior density.")
     p.add_argument("--out", default="deepgp-demo", metavar="DIR", help="folder for demo.png and scores.json")
-    p.add_argument("--iterations", type=int, default=None, help="training iterations per model (default: 1500; 250 with --quick)")
+    p.add_argument("--iterations", type=int, default=None, help="training iterations per model (default: 1500; 200 with --quick)")
     p.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated subset of the four models")
     p.add_argument("--quick", action="store_true", help="a smaller budget that runs in under a minute")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -265,6 +265,8 @@ def _fit(args) -> int:
 
 def _predict(args) -> int:
     levels = _levels(args.quantiles)
+    if args.samples < 0:
+        raise ValueError(f"--samples must be >= 0, got {args.samples}")
     reg = load_regressor(args.model)
     if args.predict_samples is not None:
         reg.predict_samples = args.predict_samples
@@ -274,8 +276,6 @@ def _predict(args) -> int:
     quant = reg.predict_quantiles(X, levels)  # [N, Q]
     for j, q in enumerate(levels):
         table[f"q{q:g}"] = quant[:, j]
-    if args.samples < 0:
-        raise ValueError(f"--samples must be >= 0, got {args.samples}")
     if args.samples:
         draws = reg.sample(X, args.samples)  # [n, N]
         for i in range(args.samples):
@@ -326,8 +326,9 @@ def _evaluate(args) -> int:
 
 def _plot_prior(args) -> int:
     from .model import parse_spec
-    from .plotting import prior_figure, save_figure
+    from .plotting import check_figure_path, prior_figure, save_figure
 
+    check_figure_path(args.out)  # before the drawing, not after
     specs = _names(args.models)
     for s in specs:
         parse_spec(s)  # a bad spec fails before any drawing
@@ -336,8 +337,9 @@ def _plot_prior(args) -> int:
 
 
 def _plot_posterior(args) -> int:
-    from .plotting import posterior_figure, save_figure
+    from .plotting import check_figure_path, posterior_figure, save_figure
 
+    check_figure_path(args.out)
     regs = {Path(m).stem: load_regressor(m) for m in args.models}
     for name, reg in regs.items():
         if reg.n_features_in_ != 1:
@@ -359,8 +361,9 @@ def _plot_posterior(args) -> int:
 
 
 def _plot_marginals(args) -> int:
-    from .plotting import marginals_figure, save_figure
+    from .plotting import check_figure_path, marginals_figure, save_figure
 
+    check_figure_path(args.out)
     regs = {Path(m).stem: load_regressor(m) for m in args.models}
     X, _ = _model_data(next(iter(regs.values())), args.data, need_target=False)
     fig = marginals_figure(regs, X, num_points=args.points, num_samples=args.samples)

@@ -38,11 +38,17 @@ def _unwrap(model) -> tuple[DeepGP, Standardizer, Standardizer]:
     raise ValueError(f"expected a DeepGP or a DeepGPRegressor, got {type(model).__name__}")
 
 
-def save_figure(fig, path) -> Path:
-    """Write ``fig`` to ``path`` (.png or .pdf), creating the folder; closes the figure."""
+def check_figure_path(path) -> Path:
+    """``path`` as a Path if it ends in .png or .pdf; a ValueError otherwise (call before drawing)."""
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
         raise ValueError(f"figure file must end in one of {FORMATS}, got {path.name!r}")
+    return path
+
+
+def save_figure(fig, path) -> Path:
+    """Write ``fig`` to ``path`` (.png or .pdf), creating the folder; closes the figure."""
+    path = check_figure_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=150 if path.suffix.lower() == ".png" else None, bbox_inches="tight")
     plt.close(fig)
