@@ -87,5 +87,5 @@ def test_save_load_round_trip(tmp_path, data):
             torch.testing.assert_close(p, q, msg=n)
         np.testing.assert_array_equal(model.predictive_log_density(x, y, 20, seed=1), loaded.predictive_log_density(x, y, 20, seed=1))
     (tmp_path / "junk.pt").write_bytes(b"not a model")
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="not a model saved by deepgp"):
         deepgp.DeepGP.load(tmp_path / "junk.pt")

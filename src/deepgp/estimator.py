@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .datasets.uci import standardise
 from .model import DeepGP
-from .prediction import _chunks
+from .prediction import chunks
 from .training import fit as fit_model
 
 FORMAT = "deepgp-regressor/1"
@@ -162,7 +162,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         mean, var = [], []
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            for sl in _chunks(len(X), S):
+            for sl in chunks(len(X), S):
                 mu, s2, _, _ = model.propagate(X[sl], None, S, mode="predict")  # [S, n, D_y]
                 mean.append(mu.mean(0))
                 var.append((s2 + model.likelihood.variance()).mean(0) + mu.var(0, unbiased=False))

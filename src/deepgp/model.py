@@ -5,6 +5,8 @@ The model string is the paper's notation, e.g. ``"LV-GP-GP"``; see :func:`parse_
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import scipy.cluster.vq
 import torch
@@ -37,7 +39,12 @@ def initial_inducing(X: np.ndarray, num_inducing: int, rng: np.random.Generator)
     """k-means centres of X (scipy kmeans2, 'points' init), or X itself when N ≤ M."""
     if X.shape[0] <= num_inducing:
         return X.copy()
-    Z, _ = scipy.cluster.vq.kmeans2(X, num_inducing, minit="points", seed=rng)
+    # k-means on the distinct rows: repeated points (grids, duplicated records) otherwise give
+    # empty clusters and coincident centres, i.e. a singular K(Z, Z)
+    distinct = np.unique(X, axis=0)
+    if distinct.shape[0] <= num_inducing:
+        return distinct
+    Z, _ = scipy.cluster.vq.kmeans2(distinct, num_inducing, minit="points", seed=rng)
     return Z
 
 
@@ -153,7 +160,10 @@ class DeepGP(nn.Module):
     @classmethod
     def load(cls, path, device=None) -> "DeepGP":
         """Rebuild a model written by :meth:`save`."""
-        blob = torch.load(path, map_location="cpu", weights_only=False)
+        try:
+            blob = torch.load(path, map_location="cpu", weights_only=False)
+        except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
+            raise ValueError(f"{path} is not a model saved by deepgp ({err})") from None
         if not isinstance(blob, dict) or blob.get("format") != "deepgp-model/1":
             raise ValueError(f"{path} is not a model saved by deepgp")
         model = cls.build(blob["config"])

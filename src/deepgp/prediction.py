@@ -22,7 +22,8 @@ ESTIMATORS = ("mixture", "kde")
 _ROWS_PER_CHUNK = 2**16  # (sample, point) rows per chunk: ≈ 64 MB per [rows, M=128] float64 tensor
 
 
-def _chunks(n: int, num_samples: int):
+def chunks(n: int, num_samples: int) -> list[slice]:
+    """Slices of test points so that one chunk holds at most ~2**16 (sample, point) rows."""
     step = max(1, _ROWS_PER_CHUNK // num_samples)
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
@@ -40,7 +41,7 @@ def _sample_predictive(model, X: torch.Tensor, num_samples: int) -> np.ndarray:
     model.eval()
     noise = model.likelihood.variance()
     out = []
-    for sl in _chunks(X.shape[0], num_samples):
+    for sl in chunks(X.shape[0], num_samples):
         mean, var = predictive_moments(model, X[sl], num_samples)
         out.append((mean + (var + noise).sqrt() * standard_normal(mean.shape, mean)).cpu().numpy())
     return np.concatenate(out, axis=1)
@@ -65,7 +66,7 @@ def _log_density(model, X, Y, num_samples, estimator):
     model.eval()
     noise = model.likelihood.variance()
     out = []
-    for sl in _chunks(X.shape[0], num_samples):
+    for sl in chunks(X.shape[0], num_samples):
         mean, var = predictive_moments(model, X[sl], num_samples)  # [S, n, D_y]
         y = Y[sl].unsqueeze(0)
         if estimator == "mixture":
