@@ -28,12 +28,26 @@ class Stationary(nn.Module):
         self.variance = Positive(variance, trainable=train_variance)
         self.lengthscale = Positive(torch.full((input_dim,), float(lengthscale)))
 
-    def scaled_sqdist(self, X: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
-        """Squared distance of X/ℓ and Z/ℓ via |x|² + |z|² − 2x·z (one GEMM), clamped at 0."""
+    def half_neg_sqdist(self, X: torch.Tensor, Z: torch.Tensor, offset=0.0) -> torch.Tensor:
+        """offset − ½|x/ℓ − z/ℓ|² for all pairs, as ONE matrix product of augmented inputs:
+        [x, −½|x|², 1] · [z, 1, offset − ½|z|²]ᵀ (lengthscales applied first).
+
+        The [N, M] result is touched once by the GEMM instead of by five elementwise passes
+        (add, add, scale, clamp, scale): on these memory-bound machines the passes, not the
+        arithmetic, dominated the kernel. Rounding can make it exceed ``offset`` by ~1e-16·|x|²;
+        harmless inside exp (the paper's code did not clamp either).
+        """
         ls = self.lengthscale()
         Xs, Zs = X / ls, Z / ls
-        d = (Xs * Xs).sum(-1)[..., :, None] + (Zs * Zs).sum(-1)[..., None, :] - 2.0 * Xs @ Zs.transpose(-1, -2)
-        return d.clamp_min(0.0)
+        one_x = torch.ones_like(Xs[..., :1])
+        one_z = torch.ones_like(Zs[..., :1])
+        Xa = torch.cat([Xs, -0.5 * Xs.square().sum(-1, keepdim=True), one_x], -1)
+        Za = torch.cat([Zs, one_z, offset - 0.5 * Zs.square().sum(-1, keepdim=True)], -1)
+        return Xa @ Za.transpose(-1, -2)
+
+    def scaled_sqdist(self, X: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+        """Squared distance of X/ℓ and Z/ℓ, clamped at 0."""
+        return (-2.0 * self.half_neg_sqdist(X, Z)).clamp_min(0.0)
 
     def K(self, X: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
         return self.variance() * self.shape_fn(self.scaled_sqdist(X, Z))
@@ -50,6 +64,10 @@ class RBF(Stationary):
 
     def shape_fn(self, r2):
         return torch.exp(-0.5 * r2)
+
+    def K(self, X, Z):
+        # σ² exp(−r²/2) = exp(log σ² − r²/2): the variance rides inside the GEMM, leaving one exp
+        return torch.exp(self.half_neg_sqdist(X, Z, torch.log(self.variance())))
 
 
 class Matern52(Stationary):
