@@ -51,11 +51,7 @@ def predictive_moments(model, X: torch.Tensor, num_samples: int):
 def _sample_predictive(model, X: torch.Tensor, num_samples: int) -> np.ndarray:
     """y draws [S, N, D_y] (numpy) at checked inputs X [N, D]."""
     model.eval()
-    noise = model.likelihood.variance()
-    out = []
-    for sl in chunks(X.shape[0], num_samples):
-        mean, var = predictive_moments(model, X[sl], num_samples)
-        out.append((mean + (var + noise).sqrt() * standard_normal(mean.shape, mean)).cpu().numpy())
+    out = [draw_y(model, *predictive_moments(model, X[sl], num_samples)).cpu().numpy() for sl in chunks(X.shape[0], num_samples)]
     return np.concatenate(out, axis=1)
 
 
@@ -73,23 +69,36 @@ def silverman_bandwidth(samples: torch.Tensor, dim: int = 0) -> torch.Tensor:
     return 1.06 * samples.std(dim=dim) * S ** (-0.2)
 
 
+def draw_y(model, mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+    """y draws [S, n, D_y] from the final-layer moments: μ_s + sqrt(s_s² + σ²) ε."""
+    return mean + (var + model.likelihood.variance()).sqrt() * standard_normal(mean.shape, mean)
+
+
+def mixture_log_density(model, y: torch.Tensor, mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+    """log (1/S) Σ_s N(y; μ_s, s_s² + σ²): y [n, D_y], mean and var [S, n, D_y] → [n]."""
+    return torch.logsumexp(model.likelihood.log_predictive(y.unsqueeze(0), mean, var), 0) - math.log(mean.shape[0])
+
+
+def kde_log_density(y: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
+    """The paper's protocol: log of a Gaussian KDE of the draws (Silverman bandwidth per point and
+    output, product kernel) at y: y [n, D_y], draws [S, n, D_y] → [n]."""
+    h = silverman_bandwidth(draws, 0).clamp_min(1e-12)  # [n, D_y]
+    z = (y.unsqueeze(0) - draws) / h
+    logp = (-0.5 * z.square() - torch.log(h) - 0.5 * math.log(2 * math.pi)).sum(-1)  # [S, n]
+    return torch.logsumexp(logp, 0) - math.log(draws.shape[0])
+
+
 @torch.no_grad()
 def _log_density(model, X, Y, num_samples, estimator):
     model.eval()
-    noise = model.likelihood.variance()
     out = []
     for sl in chunks(X.shape[0], num_samples):
         mean, var = predictive_moments(model, X[sl], num_samples)  # [S, n, D_y]
-        y = Y[sl].unsqueeze(0)
         if estimator == "mixture":
-            logp = model.likelihood.log_predictive(y, mean, var)  # [S, n]
+            out.append(mixture_log_density(model, Y[sl], mean, var))
         else:
-            draws = mean + (var + noise).sqrt() * standard_normal(mean.shape, mean)
-            h = silverman_bandwidth(draws, 0).clamp_min(1e-12)  # [n, D_y]
-            z = (y - draws) / h
-            logp = (-0.5 * z.square() - torch.log(h) - 0.5 * math.log(2 * math.pi)).sum(-1)
-        out.append((torch.logsumexp(logp, 0) - math.log(num_samples)).cpu().numpy())
-    return np.concatenate(out)
+            out.append(kde_log_density(Y[sl], draw_y(model, mean, var)))
+    return torch.cat(out).cpu().numpy()
 
 
 def predictive_log_density(model, X, Y, num_samples: int = 2000, estimator: str = "mixture", seed=None) -> np.ndarray:

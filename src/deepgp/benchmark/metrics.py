@@ -9,29 +9,13 @@ moments instead of paying three separate passes through
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
-from ..linalg import standard_normal
-from ..prediction import predictive_moments, shapiro_median, silverman_bandwidth
+from ..prediction import chunks, draw_y, kde_log_density, mixture_log_density, predictive_moments, shapiro_median
 
 PREDICT_SAMPLES = 2000  # the paper's protocol: 2,000 predictive draws per test point
 SHAPIRO_POINTS = 200  # Shapiro–Wilk on a fixed subset of test points: it is a median, 200 pin it well
-_ROWS = 2**16  # (draw, point) rows propagated at once, bounding memory at ~64 MB per [rows, M] tensor
-
-
-def kde_log_density(y: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
-    """Paper protocol: log of a Gaussian KDE (Silverman bandwidth per point) at y.
-
-    y [n, 1], draws [S, n, 1] → [n].
-    """
-    S = draws.shape[0]
-    h = silverman_bandwidth(draws, 0).clamp_min(1e-12)  # [n, 1]
-    z = (y.unsqueeze(0) - draws) / h
-    logp = (-0.5 * z.square() - torch.log(h) - 0.5 * math.log(2 * math.pi)).sum(-1)  # [S, n]
-    return torch.logsumexp(logp, 0) - math.log(S)
 
 
 @torch.no_grad()
@@ -51,19 +35,16 @@ def evaluate(
     X = torch.as_tensor(X_test, dtype=model.dtype, device=model.device)
     Y = torch.as_tensor(Y_test, dtype=model.dtype, device=model.device)
     model.eval()
-    noise = model.likelihood.variance()
     kde, mixture, sq_err, shapiro_draws = [], [], [], []
     n_shapiro = X.shape[0] if shapiro_points is None else min(shapiro_points, X.shape[0])
-    step = max(1, _ROWS // num_samples)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        for i in range(0, X.shape[0], step):
-            x, y = X[i : i + step], Y[i : i + step]
-            mean, var = predictive_moments(model, x, num_samples)  # [S, n, 1]
-            draws = mean + (var + noise).sqrt() * standard_normal(mean.shape, mean)
+        for sl in chunks(X.shape[0], num_samples):
+            i, y = sl.start, Y[sl]
+            mean, var = predictive_moments(model, X[sl], num_samples)  # [S, n, 1]
+            draws = draw_y(model, mean, var)
             kde.append(kde_log_density(y, draws))
-            mixture.append(torch.logsumexp(model.likelihood.log_predictive(y.unsqueeze(0), mean, var), 0)
-                           - math.log(num_samples))
+            mixture.append(mixture_log_density(model, y, mean, var))
             sq_err.append((draws.mean(0) - y).square().sum(-1))
             if i < n_shapiro:
                 shapiro_draws.append(draws[:, : n_shapiro - i, 0].cpu().numpy())
