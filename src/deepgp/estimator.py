@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .datasets.uci import standardise
 from .model import DeepGP
-from .prediction import chunks
+from .prediction import chunks, predictive_moments
 from .training import fit as fit_model
 
 FORMAT = "deepgp-regressor/1"
@@ -163,7 +163,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             for sl in chunks(len(X), S):
-                mu, s2, _, _ = model.propagate(X[sl], None, S, mode="predict")  # [S, n, D_y]
+                mu, s2 = predictive_moments(model, X[sl], S)  # [S, n, D_y]
                 mean.append(mu.mean(0))
                 var.append((s2 + model.likelihood.variance()).mean(0) + mu.var(0, unbiased=False))
         return torch.cat(mean).cpu().numpy(), torch.cat(var).cpu().numpy()
