@@ -72,6 +72,7 @@ def test_iw_with_one_sample_equals_vi_in_expectation(fitted_lv, bimodal_data):
     (x, y), _ = bimodal_data
     m_vi, se_vi = replicate(model, x, y, "vi", 1, 300, 0)
     m_iw, se_iw = replicate(model, x, y, "iw", 1, 300, 1)
+    print(f"VI {m_vi:.2f} ({se_vi:.2f}), IW K=1 {m_iw:.2f} ({se_iw:.2f})")
     assert abs(m_vi - m_iw) < 4 * math.hypot(se_vi, se_iw), (m_vi, se_vi, m_iw, se_iw)
 
 

@@ -9,11 +9,13 @@ def test_lv_model_beats_gp_on_bimodal_data(fitted_lv, bimodal_data):
     (x, y), (xt, yt) = bimodal_data
     lv, history = fitted_lv
     gp = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=24, seed=0)
-    deepgp.fit(gp, x, y, method="vi", iterations=800, seed=0, progress=False)
+    # 3000 iterations: the noise variance starts at the paper's 0.01 and needs them to reach the
+    # ~0.36 a unimodal fit wants; fewer would flatter the LV model (GP at 800 iterations: -2.98)
+    deepgp.fit(gp, x, y, method="vi", iterations=3000, seed=0, progress=False)
     lp_lv = lv.predictive_log_density(xt, yt, 1000, seed=0).mean()
     lp_gp = gp.predictive_log_density(xt, yt, 1000, seed=0).mean()
     print(f"bimodal test log density: LV-GP (IW) {lp_lv:.3f}, GP {lp_gp:.3f}")
-    assert lp_lv > lp_gp + 0.5
+    assert lp_lv > lp_gp + 0.25  # measured: -0.75 vs -1.13
     assert np.mean(history[-100:]) > np.mean(history[:100])
 
 
