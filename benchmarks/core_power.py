@@ -44,6 +44,7 @@ def main():
     torch.set_num_threads(args.threads)
     root = Path(__file__).resolve().parents[1]
     X, Y, Xt, Yt = split(root.parent / "shared" / "data" / "uci" / "power.csv.gz")
+    commit = os.popen("git rev-parse --short HEAD").read().strip()  # the code imported now, not at the end
     out = Path(args.out)
     done = {json.loads(line)["model"] for line in out.read_text().splitlines()} if out.exists() else set()
     for spec, method, K in RUNS:
@@ -58,7 +59,7 @@ def main():
             bound_per_point=float(np.mean(hist[-100:]) / len(X)),
             test_loglik_mixture=float(model.predictive_log_density(Xt, Yt, 2000, seed=0).mean()),
             test_loglik_kde=float(model.predictive_log_density(Xt, Yt, 2000, estimator="kde", seed=0).mean()),
-            paper=PAPER[spec], commit=os.popen("git rev-parse --short HEAD").read().strip(),
+            paper=PAPER[spec], commit=commit,
         )
         print(json.dumps(row), flush=True)
         with open(out, "a") as f:
