@@ -126,7 +126,8 @@ class GPLayer(nn.Module):
         M = Lz_inv.shape[0]
         # one GEMM gives A = Lz⁻¹K(Z, H) and R_lᵀA = (R_lᵀLz⁻¹)K(Z, H) for all L GPs
         stacked = torch.cat([Lz_inv, (R.mT @ Lz_inv).reshape(L * M, M)]) @ Kzx  # [(L+1)M, GP]
-        A, RtA = stacked[:M], stacked[M:].reshape(L, M, G * P)
+        A, RtA = stacked.split([M, L * M])  # split, not slicing: its backward is one cat, no zero-filled copies
+        RtA = RtA.reshape(L, M, G * P)
         mean = (A.T @ m).reshape(G, P, L)
         var = (self.kernel.K_diag(H).reshape(-1) - A.square().sum(0)).unsqueeze(-1) + RtA.square().sum(1).T
         return mean, var.reshape(G, P, L)
