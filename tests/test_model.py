@@ -89,3 +89,10 @@ def test_save_load_round_trip(tmp_path, data):
     (tmp_path / "junk.pt").write_bytes(b"not a model")
     with pytest.raises(ValueError, match="not a model saved by deepgp"):
         deepgp.DeepGP.load(tmp_path / "junk.pt")
+
+
+def test_matern_kernel_builds_and_trains(data):
+    x, y = data
+    model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8, kernel="matern52")
+    history = deepgp.fit(model, x, y, "iw", 3, iterations=5, progress=False)
+    assert np.isfinite(history).all() and model.config["kernel"] == "matern52"
