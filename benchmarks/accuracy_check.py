@@ -1,0 +1,40 @@
+"""Issue 5's accuracy guard: a fixed-seed 2,000-iteration LV-GP-GP (IW) run on power, test log density.
+
+Run it on two versions of the code and compare (they must agree within 0.02 nats):
+
+    git worktree add /tmp/old 0e1cb16
+    .venv/bin/python benchmarks/accuracy_check.py /tmp/old & .venv/bin/python benchmarks/accuracy_check.py .
+
+The first argument is the checkout whose ``src/deepgp`` is imported (ahead of the installed one).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parents[1] / "shared" / "data" / "uci" / "power.csv.gz"
+
+
+def main(checkout: str) -> None:
+    sys.path.insert(0, str(Path(checkout).resolve() / "src"))
+    sys.path.insert(0, str(HERE))
+    torch = importlib.import_module("torch")
+    deepgp = importlib.import_module("deepgp")
+    split = importlib.import_module("core_power").split
+    torch.set_num_threads(1)
+    X, Y, Xt, Yt = split(DATA)
+    model = deepgp.DeepGP.from_spec("LV-GP-GP", X, Y, num_inducing=64, seed=0)
+    start = time.time()
+    deepgp.fit(model, X, Y, method="iw", num_samples=5, iterations=2000, seed=0, progress=False)
+    seconds = time.time() - start
+    logp = float(model.predictive_log_density(Xt, Yt, 2000, seed=0).mean())
+    print(json.dumps(dict(code=checkout, file=deepgp.__file__, seconds=round(seconds, 1), mixture=logp)), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".")
