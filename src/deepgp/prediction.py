@@ -19,6 +19,7 @@ import scipy.stats
 import torch
 
 from .linalg import standard_normal
+from .params import LOG_2PI
 
 ESTIMATORS = ("mixture", "kde")
 # (sample, point) rows per block: 16 MB per [rows, M=128] float64 tensor, so a block's working
@@ -28,7 +29,7 @@ _SAMPLES_PER_CHUNK = 128
 
 
 def chunks(n: int, num_samples: int) -> list[slice]:
-    """Slices of test points for blocks of at most ~2**16 (sample, point) rows."""
+    """Slices of test points: with blocks of ≤ 128 samples, each block holds at most ~2**14 (sample, point) rows."""
     step = max(1, _ROWS_PER_CHUNK // min(num_samples, _SAMPLES_PER_CHUNK))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
@@ -84,7 +85,7 @@ def kde_log_density(y: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
     output, product kernel) at y: y [n, D_y], draws [S, n, D_y] → [n]."""
     h = silverman_bandwidth(draws, 0).clamp_min(1e-12)  # [n, D_y]
     z = (y.unsqueeze(0) - draws) / h
-    logp = (-0.5 * z.square() - torch.log(h) - 0.5 * math.log(2 * math.pi)).sum(-1)  # [S, n]
+    logp = (-0.5 * z.square() - torch.log(h) - 0.5 * LOG_2PI).sum(-1)  # [S, n]
     return torch.logsumexp(logp, 0) - math.log(draws.shape[0])
 
 

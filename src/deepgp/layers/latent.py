@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from ..encoders import Encoder
 from ..linalg import standard_normal
-
-_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 class LatentVariableLayer(nn.Module):
