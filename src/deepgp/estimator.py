@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .datasets.uci import standardise
+from .linalg import seeded
 from .model import DeepGP
 from .prediction import chunks, predictive_moments
 from .training import fit as fit_model
@@ -160,8 +161,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         X = torch.as_tensor(Xs, dtype=model.dtype, device=model.device)
         S = self.predict_samples
         mean, var = [], []
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+        with seeded(self.seed, model.device):
             for sl in chunks(len(X), S):
                 mu, s2 = predictive_moments(model, X[sl], S)  # [S, n, D_y]
                 mean.append(mu.mean(0))

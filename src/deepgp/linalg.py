@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 DEFAULT_JITTER = 1e-6
@@ -26,6 +28,8 @@ def cholesky(
     one bad block does not perturb the others. ``relative=True`` scales the jitter by each
     matrix's mean diagonal. Raises :class:`CholeskyError` naming ``where`` when all fail.
     """
+    if not jitter >= 0.0:
+        raise ValueError(f"jitter must be >= 0, got {jitter}")
     n = A.shape[-1]
     eye = torch.eye(n, dtype=A.dtype, device=A.device)
     scale = A.diagonal(dim1=-2, dim2=-1).mean(-1)[..., None, None].clamp_min(1e-12) if relative else 1.0
@@ -34,7 +38,7 @@ def cholesky(
         return L
     j = jitter
     while j < max_jitter:
-        j = min(j * 10.0, max_jitter)
+        j = min(max(j * 10.0, DEFAULT_JITTER), max_jitter)  # from jitter = 0 the retries start at the default
         failed = info != 0
         L_retry, info_retry = torch.linalg.cholesky_ex(A + (j * scale) * eye)
         # keep good factors, replace the failed ones (torch.where keeps autograd intact)
@@ -58,3 +62,19 @@ def standard_normal(shape, like: torch.Tensor) -> torch.Tensor:
     exactly N(0, 1) but for tails beyond ~5.8σ (probability < 1e-8), irrelevant for MC estimates.
     """
     return torch.randn(shape, dtype=torch.float32, device=like.device).to(like.dtype)
+
+
+@contextlib.contextmanager
+def seeded(seed: int | None, device=None):
+    """Run a block under ``torch.manual_seed(seed)`` (None: unseeded) and restore the caller's RNG after.
+
+    Forks the CPU generator and, for a CUDA ``device``, that device's generator too: the draws of a
+    model on the GPU come from the CUDA stream, which must be seeded and restored alike (forking the
+    CPU alone would leave the caller's CUDA stream reseeded, and repeat it in every seeded block).
+    """
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    devices = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield

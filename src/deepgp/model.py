@@ -16,6 +16,7 @@ from . import objectives, prediction
 from .kernels import make_kernel
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
+from .linalg import seeded
 from .validation import as_matrix, as_xy, check_dims, check_positive_int
 
 TOKENS = ("GP", "LV")
@@ -118,8 +119,7 @@ class DeepGP(nn.Module):
         N, D = Xn.shape
         D_y = Y.shape[1]
         rng = np.random.default_rng(seed)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed, device):
             Z0 = initial_inducing(Xn, num_inducing, rng)
             W = torch.from_numpy(principal_directions(Xn, hidden_dim))
             layers, D_in = [], D

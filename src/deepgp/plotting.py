@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 from .estimator import DeepGPRegressor, Standardizer  # noqa: E402
 from .layers import GPLayer, LatentVariableLayer  # noqa: E402
-from .linalg import DEFAULT_JITTER, cholesky, standard_normal  # noqa: E402
+from .linalg import DEFAULT_JITTER, cholesky, seeded, standard_normal  # noqa: E402
 from .model import DeepGP  # noqa: E402
 
 FORMATS = (".png", ".pdf")
@@ -70,8 +70,7 @@ def log_density_grid(model, x_grid, y_grid, num_samples: int = 300, seed: int = 
     dgp.eval()
     X = torch.as_tensor(xs.transform(np.asarray(x_grid, dtype=np.float64).reshape(-1, 1)), dtype=dgp.dtype)
     Y = torch.as_tensor(ys.transform(np.asarray(y_grid, dtype=np.float64).reshape(-1, 1)), dtype=dgp.dtype)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed, dgp.device):
         mean, var, _, _ = dgp.propagate(X.to(dgp.device), None, num_samples, mode="predict")  # [S, G, 1]
     rows = []
     for yc in Y.to(dgp.device).split(64):  # [h, 1] → [h, 1, 1, 1] against [S, G, 1]: bounded memory
@@ -133,8 +132,7 @@ def prior_draw(model: DeepGP, x: np.ndarray, w_values: np.ndarray, seed: int = 0
     G, W = len(x), len(w_values)
     H = torch.as_tensor(np.tile(np.asarray(x, dtype=np.float64), W)[:, None], dtype=model.dtype)  # [W·G, 1]
     w = torch.as_tensor(np.repeat(np.asarray(w_values, dtype=np.float64), G)[:, None], dtype=model.dtype)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed, model.device):
         for layer in model.layers:
             if isinstance(layer, LatentVariableLayer):
                 H = torch.cat([H, w.expand(-1, layer.latent_dim)], dim=-1)

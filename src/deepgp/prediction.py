@@ -18,7 +18,7 @@ import numpy as np
 import scipy.stats
 import torch
 
-from .linalg import standard_normal
+from .linalg import seeded, standard_normal
 from .params import LOG_2PI
 
 ESTIMATORS = ("mixture", "kde")
@@ -58,9 +58,7 @@ def _sample_predictive(model, X: torch.Tensor, num_samples: int) -> np.ndarray:
 
 def sample_predictive(model, X, num_samples: int, seed=None) -> np.ndarray:
     """y draws [S, N, D_y] (numpy) at X [N, D], w from the prior; reproducible under ``seed``."""
-    with torch.random.fork_rng(devices=[]):
-        if seed is not None:
-            torch.manual_seed(seed)
+    with seeded(seed, model.device):
         return _sample_predictive(model, X, num_samples)
 
 
@@ -111,9 +109,7 @@ def predictive_log_density(model, X, Y, num_samples: int = 2000, estimator: str 
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-    with torch.random.fork_rng(devices=[]):
-        if seed is not None:
-            torch.manual_seed(seed)
+    with seeded(seed, model.device):
         return _log_density(model, X, Y, num_samples, estimator)
 
 

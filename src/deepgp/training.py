@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .linalg import seeded
 from .natgrad import expectation_parameters, natgrad_step
 from .validation import as_xy, check_positive_int
 
@@ -80,8 +81,7 @@ def fit(
     schedule = torch.optim.lr_scheduler.StepLR(adam, step_size=decay_every, gamma=decay)
     history: list[float] = []
     start = 0
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed, model.device):
         batches = _Batches(X.shape[0], batch_size)
         if checkpoint is not None and Path(checkpoint).exists():
             state = torch.load(checkpoint, weights_only=False)
@@ -91,13 +91,20 @@ def fit(
             history, start = list(state["history"]), state["iteration"]
             batches.buffer = state["batches"]
             torch.set_rng_state(state["rng"])
+            if "rng_cuda" in state:
+                torch.cuda.set_rng_state(state["rng_cuda"], model.device)
+
+        def cuda_rng() -> dict:
+            # on a GPU the Monte-Carlo draws come from the device's generator: resume it too
+            return {"rng_cuda": torch.cuda.get_rng_state(model.device)} if model.device.type == "cuda" else {}
 
         def save():
             if checkpoint is not None:
                 tmp = Path(str(checkpoint) + ".tmp")
                 torch.save(
                     dict(model=model.state_dict(), adam=adam.state_dict(), schedule=schedule.state_dict(),
-                         history=history, iteration=len(history), batches=batches.buffer, rng=torch.get_rng_state()),
+                         history=history, iteration=len(history), batches=batches.buffer, rng=torch.get_rng_state(),
+                         **cuda_rng()),
                     tmp,
                 )
                 os.replace(tmp, checkpoint)  # atomic: an interrupted save never corrupts the last one

@@ -31,6 +31,7 @@ def register(sub) -> None:
     p.add_argument("--predict-samples", type=int, default=2000, help="predictive draws per test point (paper: 2000)")
     p.add_argument("--shapiro-points", type=int, default=200, help="test points for the median Shapiro-Wilk W")
     p.add_argument("--data-dir", default=None, help="folder of NAME.csv.gz (else $DEEPGP_DATA, else the cache)")
+    p.add_argument("--device", default=None, help="torch device for training and evaluation, e.g. cuda (default: cpu)")
     p.add_argument("--jobs", type=int, default=1, help="parallel processes, one torch thread each")
     p.add_argument("--executor", choices=("local", "dask"), default="local")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786); 'local' = LocalCluster")
@@ -58,7 +59,7 @@ def _benchmark(args) -> int:
         datasets, pairs, parse_splits(args.splits), args.iterations, protocol=args.protocol,
         num_inducing=args.num_inducing, test_limit=args.test_limit, num_samples=args.num_samples,
         batch_size=args.batch_size, predict_samples=args.predict_samples, shapiro_points=args.shapiro_points,
-        data_dir=args.data_dir,
+        data_dir=args.data_dir, device=args.device,
     )
     failed = run_benchmark(configs, args.results, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler)
     if failed:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..linalg import seeded
 from ..prediction import chunks, draw_y, kde_log_density, mixture_log_density, predictive_moments, shapiro_median
 
 PREDICT_SAMPLES = 2000  # the paper's protocol: 2,000 predictive draws per test point
@@ -37,8 +38,7 @@ def evaluate(
     model.eval()
     kde, mixture, sq_err, shapiro_draws = [], [], [], []
     n_shapiro = X.shape[0] if shapiro_points is None else min(shapiro_points, X.shape[0])
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed, model.device):
         for sl in chunks(X.shape[0], num_samples):
             i, y = sl.start, Y[sl]
             mean, var = predictive_moments(model, X[sl], num_samples)  # [S, n, 1]

@@ -81,7 +81,7 @@ def make_configs(
     ``protocol="splits"``: split s trained with seed s (real splits, training statistics).
     ``protocol="paper"``: the paper's code (REFERENCE.md §5.4): always split 0, standardised with
     all-data statistics, and the requested split numbers become seeds.
-    ``settings`` (num_samples, batch_size, predict_samples, shapiro_points, data_dir) travel with
+    ``settings`` (num_samples, batch_size, predict_samples, shapiro_points, data_dir, device) travel with
     every configuration.
     """
     if protocol not in ("splits", "paper"):
@@ -125,7 +125,8 @@ def run_config(config: dict) -> dict:
         stats="all" if config["protocol"] == "paper" else "train",
     )
     seed = int(config["seed"])
-    model = DeepGP.from_spec(config["model"], data.X_train, data.Y_train, num_inducing=config["num_inducing"], seed=seed)
+    model = DeepGP.from_spec(config["model"], data.X_train, data.Y_train, num_inducing=config["num_inducing"], seed=seed,
+                             device=config.get("device"))
     num_samples = int(config.get("num_samples", 5)) if config["method"] == "iw" else 1
     history = fit(
         model, data.X_train, data.Y_train, method=config["method"], num_samples=num_samples,
@@ -274,11 +275,16 @@ def run_benchmark(
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        # fork (where available) saves each worker re-importing torch (~10 s on a loaded core). It is
-        # safe because the parent is put on one thread first and never runs a parallel region, so
-        # there is no OpenMP pool to inherit in a broken state (the known fork + torch hang).
+        # fork (where available) saves each worker re-importing torch (~10 s on a loaded core). With a
+        # CPU build it is safe because the parent is put on one thread first and never runs a parallel
+        # region, so there is no OpenMP pool to inherit in a broken state (the known fork + torch hang).
         _init_worker()
-        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        # A CUDA build of torch cannot fork once autograd has run in the parent (its engine keeps
+        # device threads: "Unable to handle autograd's threading in combination with fork"), and CUDA
+        # itself never survives a fork: with a CUDA build, workers spawn and import torch afresh.
+        import torch
+
+        method = "fork" if "fork" in mp.get_all_start_methods() and torch.version.cuda is None else "spawn"
         with ProcessPoolExecutor(jobs, mp_context=mp.get_context(method), initializer=_init_worker) as pool:
             futures = {pool.submit(run, c): c for c in todo}
             for fut in as_completed(futures):

@@ -1,0 +1,82 @@
+"""Test log density against training iterations: how much of the gap to the paper is budget?
+
+    python benchmarks/uci/learning_curve.py --dataset kin8nm [--model LV-GP-GP --method iw --split 0]
+        [--checkpoints 500,1000,2000,4000,8000,16000] [--device cuda] [--out curve.jsonl]
+
+Trains ONE model (M=128, B=512, K=5, the paper's settings) and evaluates it by the benchmark's
+metrics (deepgp.benchmark.metrics.evaluate: 2,000 predictive draws, KDE and mixture) at every
+checkpoint, appending one JSON line per checkpoint to --out as it goes. The training state is
+checkpointed beside --out, so a killed run resumes where it stopped and keeps every line written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import deepgp
+from deepgp.benchmark.metrics import evaluate
+from deepgp.datasets.uci import load_split
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--model", default="LV-GP-GP")
+    p.add_argument("--method", default="iw")
+    p.add_argument("--split", type=int, default=0)
+    p.add_argument("--checkpoints", default="500,1000,2000,4000,8000,16000")
+    p.add_argument("--num-inducing", type=int, default=128)
+    p.add_argument("--test-limit", type=int, default=2000)
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--device", default=None)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default="curve.jsonl")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
+    out = Path(args.out)
+    key = dict(dataset=args.dataset, model=args.model, method=args.method, split=args.split,
+               num_inducing=args.num_inducing, test_limit=args.test_limit)
+    done = set()
+    if out.exists():
+        for line in out.read_text().splitlines():
+            rec = json.loads(line)
+            if all(rec.get(k) == v for k, v in key.items()):
+                done.add(rec["iteration"])
+    todo = [c for c in checkpoints if c not in done]
+    if not todo:
+        return
+    data = load_split(args.dataset, args.split, args.data_dir, test_limit=args.test_limit)
+    model = deepgp.DeepGP.from_spec(args.model, data.X_train, data.Y_train, num_inducing=args.num_inducing,
+                                    seed=args.split, device=args.device)
+    K = 5 if args.method == "iw" else 1
+    state = out.with_name(f"{out.stem}_{args.dataset}_{args.model}_{args.method}_{args.split}.pt")
+    start = time.perf_counter()
+    history: list[float] = []
+
+    def callback(t: int, bound: float) -> bool:
+        history.append(bound)
+        it = t + 1
+        if it in todo:
+            metrics = evaluate(model, data.X_test, data.Y_test, 2000, 100, seed=args.split)
+            model.train()
+            rec = dict(key, iteration=it, train_seconds_this_run=round(time.perf_counter() - start, 1),
+                       bound=float(np.mean(history[-50:])), noise_variance=float(model.likelihood.variance().detach()),
+                       device=str(model.device), torch=torch.__version__, **metrics)
+            with open(out, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+            print(json.dumps(rec), flush=True)
+        return False
+
+    deepgp.fit(model, data.X_train, data.Y_train, args.method, K, iterations=max(todo), seed=args.split,
+               progress=False, callback=callback, checkpoint=state, checkpoint_every=500)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+import pytest
+import torch
+
+from deepgp.linalg import CholeskyError, cholesky, seeded, standard_normal
+
+
+def test_seeded_is_reproducible_and_restores_the_callers_stream():
+    torch.manual_seed(123)
+    expected_next = torch.randn(3)
+    torch.manual_seed(123)
+    like = torch.zeros((), dtype=torch.float64)
+    with seeded(7):
+        a = standard_normal((4,), like)
+    with seeded(7):
+        b = standard_normal((4,), like)
+    assert torch.equal(a, b) and a.dtype == torch.float64
+    assert torch.equal(torch.randn(3), expected_next)  # the caller's stream continues as if untouched
+
+
+def test_seeded_none_draws_fresh_but_still_restores():
+    torch.manual_seed(5)
+    expected_next = torch.randn(2)
+    torch.manual_seed(5)
+    with seeded(None, "cpu"):
+        torch.randn(10)
+    assert torch.equal(torch.randn(2), expected_next)
+
+
+def test_cholesky_retries_with_jitter_then_reports():
+    A = torch.ones(3, 3, dtype=torch.float64)  # rank 1: fails without jitter, the retries must recover it
+    L = cholesky(A, jitter=0.0)
+    assert torch.allclose(L @ L.T, A, atol=1e-5)
+    bad = -torch.eye(3, dtype=torch.float64)
+    with pytest.raises(CholeskyError, match="my matrix"):
+        cholesky(bad, where="my matrix")
+
+
+def test_cholesky_rejects_negative_jitter():
+    with pytest.raises(ValueError, match="jitter"):
+        cholesky(torch.eye(2, dtype=torch.float64), jitter=-1.0)
