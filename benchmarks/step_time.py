@@ -156,7 +156,7 @@ def worker(args) -> None:
     X, Y = common.load_dataset(args.dataset)
     method, K = MODELS[args.worker]
     model = deepgp.DeepGP.from_spec(args.worker, X, Y, num_inducing=common.INDUCING, hidden_dim=common.HIDDEN,
-                                    latent_dim=1, seed=0)
+                                    latent_dim=1, seed=0, dtype=args.dtype)
     rss_before = common.peak_rss_mb()
     clock = common.StepClock(args.warmup)
     load0 = os.getloadavg()[0]
@@ -167,7 +167,7 @@ def worker(args) -> None:
     rate = gemm_rate(torch)
     ours, dense = our_flops(model, common.BATCH, K, method), dense_flops(model, common.BATCH, K, method)
     common.emit(dict(
-        name="deepgp", model=args.worker, method=method, num_samples=K, threads=args.threads, dataset=args.dataset,
+        name="deepgp", model=args.worker, method=method, num_samples=K, threads=args.threads, dataset=args.dataset, dtype=args.dtype,
         **stats, **rate, flops_ours=ours["total"], flops_dense=dense["total"],
         floor_ours_s=ours["total"] / (rate["gemm_gflops"] * 1e9),
         floor_dense_s=dense["total"] / (rate["gemm_gflops"] * 1e9),
@@ -266,6 +266,8 @@ def main(argv=None) -> None:
     p.add_argument("--peers-only", action="store_true", help="time the peers (and deepgp GP-GP-GP) only")
     p.add_argument("--peers-python", default=str(common.REPO / ".venv-peers" / "bin" / "python"))
     p.add_argument("--json", help="write all results and the machine description to this file")
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
+                   help="deepgp's dtype (float32: the opt-in fast mode; floors stay float64 counts and rates)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -282,10 +284,12 @@ def main(argv=None) -> None:
           f"{' + uncommitted src/ diff ' + info['src_diff_sha256'] if info['src_modified'] else ''}, {info['cpu']}, {info['cores']} cores, "
           f"torch {info['torch']}", file=sys.stderr, flush=True)
     common_args = ["--dataset", args.dataset, "--iterations", str(args.iterations), "--warmup", str(args.warmup)]
+    ours_args = ["--dtype", args.dtype]
     results = []
     for t in threads:
         for m in models:
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", m, "--threads", str(t), *common_args]
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", m, "--threads", str(t), *common_args,
+                   *ours_args]
             results.append(run(cmd, f"deepgp {m} threads={t}"))
         if args.peers or args.peers_only:
             for name, script in PEERS.items():

@@ -136,3 +136,13 @@ def test_ignored_text_column_is_announced(data, tmp_path, capsys):
     capsys.readouterr()
     assert main(["fit", str(train), "--target", "y", "--out", str(tmp_path / "m.pt"), "--model", "GP", "--method", "vi", *FAST]) == 0
     assert "ignoring non-numeric column(s) ['label']" in capsys.readouterr().err
+
+
+def test_fit_float32_mode_round_trips(data, capsys):
+    d, train, test, _ = data
+    model = d / "model32.pt"
+    assert main(["fit", str(train), "--target", "y", "--model", "LV-GP", "--dtype", "float32", "--out", str(model), *FAST]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(model), str(test), "--json"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert all(np.isfinite(v) for v in scores.values() if isinstance(v, float))

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from deepgp.linalg import CholeskyError, cholesky, seeded, standard_normal
+from deepgp.linalg import CholeskyError, cholesky, gram, matmul_nt, seeded, standard_normal
 
 
 def test_seeded_is_reproducible_and_restores_the_callers_stream():
@@ -38,3 +38,13 @@ def test_cholesky_retries_with_jitter_then_reports():
 def test_cholesky_rejects_negative_jitter():
     with pytest.raises(ValueError, match="jitter"):
         cholesky(torch.eye(2, dtype=torch.float64), jitter=-1.0)
+
+
+def test_thin_batched_products_match_matmul_with_gradients():
+    torch.manual_seed(0)
+    A = torch.randn(7, 3, 11, dtype=torch.float64, requires_grad=True)
+    Bt = torch.randn(7, 4, 11, dtype=torch.float64, requires_grad=True)
+    assert torch.allclose(matmul_nt(A, Bt), A @ Bt.mT)
+    assert torch.allclose(gram(A), A @ A.mT)
+    assert torch.autograd.gradcheck(matmul_nt, (A, Bt))
+    assert torch.autograd.gradcheck(gram, (A,))

@@ -96,3 +96,26 @@ def test_matern_kernel_builds_and_trains(data):
     model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8, kernel="matern52")
     history = deepgp.fit(model, x, y, "iw", 3, iterations=5, progress=False)
     assert np.isfinite(history).all() and model.config["kernel"] == "matern52"
+
+
+def test_float32_mode_keeps_the_bound_and_the_float64_pieces(tmp_path, data):
+    x, y = data
+    m64 = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=16, seed=3)
+    m32 = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=16, seed=3, dtype=torch.float32)
+    assert m32.dtype == torch.float32 and {p.dtype for p in m32.parameters()} == {torch.float32}
+    # Kzz's Cholesky runs in float64 and is cast down: it matches the float64 model's to float32 rounding
+    torch.testing.assert_close(m32.final_layer._Lz_inv(), m64.final_layer._Lz_inv().float(), rtol=1e-5, atol=1e-5)
+    for method in ("vi", "iw"):
+        with torch.no_grad(), deepgp.linalg.seeded(0):
+            b64 = m64.elbo(x, y, method, 4)
+        with torch.no_grad(), deepgp.linalg.seeded(0):
+            b32 = m32.elbo(x, y, method, 4)
+        assert b32.dtype == torch.float32
+        assert abs(float(b32) - float(b64)) <= 1e-4 * abs(float(b64))  # same draws, float32 arithmetic
+    history = deepgp.fit(m32, x, y, "iw", 3, iterations=5, progress=False)  # natural gradients in float64
+    assert np.isfinite(history).all() and m32.final_layer.q_sqrt.dtype == torch.float32
+    m32.save(tmp_path / "m32.pt")
+    loaded = deepgp.DeepGP.load(tmp_path / "m32.pt")
+    assert loaded.dtype == torch.float32 and loaded.config["dtype"] == "float32"
+    with pytest.raises(ValueError, match="dtype must be float64"):
+        deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8, dtype=torch.float16)

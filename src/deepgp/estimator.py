@@ -69,6 +69,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         predict_samples: S, Monte Carlo draws per test point for predictions and scores.
         seed: seeds the initialisation, training and every prediction.
         device: a torch device for the model (None: CPU).
+        dtype: "float64" (default) or "float32", the opt-in fast mode (see :meth:`DeepGP.from_spec`).
         progress: show a progress bar while fitting.
 
     ``score`` is the mean log predictive density per point in the units of y (not R²): it is
@@ -92,6 +93,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         predict_samples: int = 1000,
         seed: int = 0,
         device=None,
+        dtype: str = "float64",
         progress: bool = True,
     ):
         self.model = model
@@ -109,6 +111,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         self.predict_samples = predict_samples
         self.seed = seed
         self.device = device
+        self.dtype = dtype
         self.progress = progress
 
     def __sklearn_tags__(self):
@@ -131,7 +134,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         model = DeepGP.from_spec(
             self.model, Xs, Ys, num_inducing=self.num_inducing, hidden_dim=self.hidden_dim,
             latent_dim=self.latent_dim, kernel=self.kernel, likelihood_variance=self.likelihood_variance,
-            seed=self.seed, device=self.device,
+            seed=self.seed, device=self.device, dtype=self.dtype,
         )
         self.history_ = fit_model(
             model, Xs, Ys, method=self.method, num_samples=self.num_samples, iterations=self.iterations,

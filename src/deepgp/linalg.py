@@ -78,3 +78,47 @@ def seeded(seed: int | None, device=None):
         if seed is not None:
             torch.manual_seed(seed)
         yield
+
+
+# -- products of many thin matrices ----------------------------------------------------------------
+# The joint (IW) path multiplies, per group g of K points, [K, M] by [M, L] and [K, M] by [M, K]
+# with K, L ≈ 5 and M ≈ 128, for hundreds of groups. torch's batched GEMM on CPU is 2–3× slower
+# when the thin operand of such a product is a transposed view, and autograd's default backward of
+# A @ Bᵀ forms exactly that (Aᵀ @ grad). These two functions compute the same products with
+# backward passes written in the fast layouts (measured: 5.7 → 3.3 ms per product and gradient).
+
+
+class _MatmulNT(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, A, Bt):
+        ctx.save_for_backward(A, Bt)
+        return A @ Bt.mT
+
+    @staticmethod
+    def backward(ctx, grad):
+        A, Bt = ctx.saved_tensors
+        gA = grad @ Bt if ctx.needs_input_grad[0] else None
+        gBt = grad.mT @ A if ctx.needs_input_grad[1] else None
+        return gA, gBt
+
+
+class _Gram(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, A):
+        ctx.save_for_backward(A)
+        return A @ A.mT
+
+    @staticmethod
+    def backward(ctx, grad):
+        (A,) = ctx.saved_tensors
+        return (grad + grad.mT) @ A
+
+
+def matmul_nt(A: torch.Tensor, Bt: torch.Tensor) -> torch.Tensor:
+    """A @ Btᵀ for batches: A [..., P, M], Bt [..., L, M] → [..., P, L] (both contiguous in M)."""
+    return _MatmulNT.apply(A, Bt)
+
+
+def gram(A: torch.Tensor) -> torch.Tensor:
+    """A @ Aᵀ for batches: A [..., P, M] → [..., P, P], one product in the backward instead of two."""
+    return _Gram.apply(A)

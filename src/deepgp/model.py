@@ -62,6 +62,17 @@ def principal_directions(X: np.ndarray, num: int) -> np.ndarray:
     return W
 
 
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def _check_dtype(dtype) -> torch.dtype:
+    """torch.float64 / torch.float32 (or their names) → the torch dtype; anything else is an error."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be float64 (the default) or float32, got {dtype!r}")
+    return DTYPES[name]
+
+
 class DeepGP(nn.Module):
     """A deep GP with latent variables.
 
@@ -101,6 +112,7 @@ class DeepGP(nn.Module):
         encoder_hidden: tuple[int, ...] = (20, 20),
         seed: int = 0,
         device=None,
+        dtype=torch.float64,
     ) -> "DeepGP":
         """Build a model from the paper's notation and initialise it from training data.
 
@@ -109,7 +121,12 @@ class DeepGP(nn.Module):
         ``latent_dim`` coordinates to the next layer's input. Initialisation follows the paper's
         code (REFERENCE.md §1): k-means inducing inputs padded with N(0, 1) in latent columns,
         lengthscales sqrt(D_in), PCA projection, inner q(v) = N(0, 1e-5² I), final q(v) = prior.
+
+        ``dtype=torch.float32`` is an opt-in fast mode: parameters, data and the batch products in
+        float32, while K(Z, Z) and its Cholesky, the importance-sampling K×K Cholesky and the
+        natural-gradient algebra stay in float64 (where float32 loses accuracy or definiteness).
         """
+        dtype = _check_dtype(dtype)
         tokens = parse_spec(spec)
         num_inducing = check_positive_int("num_inducing", num_inducing)
         hidden_dim = check_positive_int("hidden_dim", hidden_dim)
@@ -144,8 +161,9 @@ class DeepGP(nn.Module):
             spec=model.spec, input_dim=D, output_dim=D_y, num_inducing=int(Z0.shape[0]), hidden_dim=hidden_dim,
             latent_dim=latent_dim, kernel=kernel, likelihood_variance=likelihood_variance, inner_q_sqrt=inner_q_sqrt,
             train_inner_kernel_variance=train_inner_kernel_variance, encoder_hidden=tuple(encoder_hidden),
+            dtype=str(dtype).removeprefix("torch."),
         )
-        return model.to(device) if device is not None else model
+        return model.to(device=device, dtype=dtype)
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path) -> None:

@@ -18,9 +18,13 @@ from .linalg import CholeskyError
 
 @contextlib.contextmanager
 def expectation_parameters(layer: GPLayer):
-    """Within the block, the layer's q is a function of η₁ [M, L] and η₂ [L, M, M] (yielded)."""
+    """Within the block, the layer's q is a function of η₁ [M, L] and η₂ [L, M, M] (yielded).
+
+    η and the map to (m, R) are float64 whatever the model's dtype (η₂ − mmᵀ cancels).
+    """
+    dtype = layer.q_mu.dtype
     with torch.no_grad():
-        m, R = layer.q()
+        m, R = (t.double() for t in layer.q())
         S = R @ R.mT
         eta1 = m.detach().clone().requires_grad_(True)
         eta2 = (S + torch.einsum("ml,nl->lmn", m, m)).detach().clone().requires_grad_(True)
@@ -29,7 +33,7 @@ def expectation_parameters(layer: GPLayer):
     R_, info = torch.linalg.cholesky_ex(S_)
     if bool(info.any()):
         raise CholeskyError(f"q(v) covariance of {layer.name} is not positive definite")
-    layer._q_override = (m_, R_)
+    layer._q_override = (m_.to(dtype), R_.to(dtype))
     try:
         yield eta1, eta2
     finally:
@@ -43,7 +47,8 @@ def natgrad_step(layer: GPLayer, grad_eta1: torch.Tensor, grad_eta2: torch.Tenso
     If the updated −2θ₂ is not positive definite the step is halved (at most ``max_halvings``
     times); returns the γ actually used (0.0 when no step could be taken).
     """
-    m, R = layer.q()
+    m, R = (t.double() for t in layer.q())
+    grad_eta1, grad_eta2 = grad_eta1.double(), grad_eta2.double()
     eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
     R_inv = torch.linalg.solve_triangular(R, eye, upper=False)
     prec = R_inv.mT @ R_inv  # S⁻¹ [L, M, M]

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ..kernels import Stationary
-from ..linalg import DEFAULT_JITTER, cholesky, standard_normal
+from ..linalg import DEFAULT_JITTER, cholesky, gram, matmul_nt, standard_normal
 
 
 class GPLayer(nn.Module):
@@ -88,22 +88,31 @@ class GPLayer(nn.Module):
     # (an M×M triangular solve per step): a GEMM with it is faster here than a triangular solve
     # with GP right-hand sides, and it lets the marginal path stack [Lz⁻¹; R_lᵀLz⁻¹] into one
     # GEMM with K(Z, H). cond(Lz) ≤ ~1e4 with the 1e-6 jitter, harmless in float64.
-    def _whiten(self, H: torch.Tensor):
-        """Lz⁻¹ [M, M] (lower-triangular) and K(Z, H) [M, GP] for H [G, P, D_in]."""
-        Kzz = self.kernel.K(self.Z, self.Z)
+    def _Lz_inv(self) -> torch.Tensor:
+        """Lz⁻¹ [M, M] (lower-triangular), Lz the Cholesky factor of K(Z, Z).
+
+        Always computed in float64 (K(Z, Z) is near-singular for close inducing inputs, and its
+        Cholesky is what float32 cannot do reliably), then cast to the layer's dtype.
+        """
+        Z = self.Z.double()  # the kernel's float32 parameters promote to float64 against it
+        Kzz = self.kernel.K(Z, Z)
         Lz = cholesky(Kzz, self.jitter, where=f"K(Z, Z) of {self.name}")
         eye = torch.eye(Lz.shape[-1], dtype=Lz.dtype, device=Lz.device)
-        Lz_inv = torch.linalg.solve_triangular(Lz, eye, upper=False)
-        return Lz_inv, self.kernel.K(self.Z, H.reshape(-1, H.shape[-1]))
+        return torch.linalg.solve_triangular(Lz, eye, upper=False).to(self.Z.dtype)
+
+    def _whiten(self, H: torch.Tensor):
+        """Lz⁻¹ [M, M] and K(Z, H) [M, GP] for H [G, P, D_in] (the marginal path's layout)."""
+        return self._Lz_inv(), self.kernel.K(self.Z, H.reshape(-1, H.shape[-1]))
 
     def _prior_conditional(self, H: torch.Tensor, full_cov: bool):
         """Aᵀ = K(H, Z)Lz⁻ᵀ [G, P, M] (point-major, for the per-group products of the joint path)
         and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
         G, P, _ = H.shape
-        Lz_inv, Kzx = self._whiten(H)
-        At = (Kzx.mT @ Lz_inv.mT).reshape(G, P, -1)
+        # K(H, Z) [GP, M] straight from the kernel: forming Aᵀ as K(Z, H)ᵀLz⁻ᵀ would be a GEMM of
+        # two transposed operands, 3× slower than this one (measured, 2560×128×128)
+        At = (self.kernel.K(H.reshape(-1, H.shape[-1]), self.Z) @ self._Lz_inv().mT).reshape(G, P, -1)
         if full_cov:
-            Q = self.kernel.K(H, H) - At @ At.mT
+            Q = self.kernel.K(H, H) - gram(At)
         else:
             Q = self.kernel.K_diag(H) - At.square().sum(-1)
         return At, Q
@@ -149,12 +158,15 @@ class GPLayer(nn.Module):
         m, R = self.q()
         At, Q = self._prior_conditional(H, full_cov)
         M = At.shape[-1]
-        V = m.T.unsqueeze(-1) + R @ standard_normal((self.num_gps, M, G), At)  # [L, M, G]: v_l per group
-        # [G, P, M] @ [G, M, L] on contiguous operands (bmm on permuted views is far slower, backward too)
-        g = At @ V.permute(2, 1, 0).contiguous()
+        # v_l = m_l + R_l ε per group, stored transposed [G, L, M] so that g = Aᵀv is a product of
+        # two M-contiguous operands (and the transpose copy moves whole rows of M)
+        Vt = (standard_normal((self.num_gps, G, M), At) @ R.mT + m.T.unsqueeze(1)).transpose(0, 1).contiguous()
+        g = matmul_nt(At, Vt)  # [G, P, L]
         xi = standard_normal(g.shape, g)
         if full_cov:
-            LQ = cholesky(Q, DEFAULT_JITTER, where=f"the joint conditional covariance of {self.name}")
+            # in float64: Q = k − AᵀA cancels, and its K×K factor is cheap (a no-op cast in float64 mode)
+            LQ = cholesky(Q.double(), DEFAULT_JITTER, where=f"the joint conditional covariance of {self.name}")
+            LQ = LQ.to(Q.dtype)
             return g + LQ @ xi
         return g + Q.clamp_min(1e-12).sqrt().unsqueeze(-1) * xi
 
