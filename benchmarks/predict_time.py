@@ -36,7 +36,8 @@ def worker(args) -> None:
 
     torch.set_num_threads(args.threads)
     X, Y = common.load_dataset(args.dataset)
-    model = deepgp.DeepGP.from_spec(SPEC, X, Y, num_inducing=common.INDUCING, hidden_dim=common.HIDDEN, seed=0)
+    model = deepgp.DeepGP.from_spec(SPEC, X, Y, num_inducing=common.INDUCING, hidden_dim=common.HIDDEN, seed=0,
+                                    dtype=args.dtype)
     idx = np.random.default_rng(0).integers(0, X.shape[0], args.points)
     Xt, Yt = X[idx], Y[idx]
     rss_before = common.peak_rss_mb()
@@ -47,7 +48,7 @@ def worker(args) -> None:
     if not np.all(np.isfinite(lpd)):
         raise SystemExit("non-finite log densities")
     common.emit(dict(name="deepgp", model=SPEC, threads=args.threads, points=args.points, samples=args.samples,
-                     dataset=args.dataset, seconds=sec, median_s=sec, rss_before_mb=rss_before, loadavg_start=load0,
+                     dataset=args.dataset, dtype=args.dtype, seconds=sec, median_s=sec, rss_before_mb=rss_before, loadavg_start=load0,
                      mean_lpd=float(np.mean(lpd))))
 
 
@@ -58,6 +59,7 @@ def main(argv=None) -> None:
     p.add_argument("--threads", default="1,2")
     p.add_argument("--dataset", default="kin8nm")
     p.add_argument("--json")
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32"), help="deepgp's dtype")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -67,10 +69,10 @@ def main(argv=None) -> None:
     results = []
     for t in [int(t) for t in args.threads.split(",")]:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--threads", str(t), "--points",
-               str(args.points), "--samples", str(args.samples), "--dataset", args.dataset]
+               str(args.points), "--samples", str(args.samples), "--dataset", args.dataset, "--dtype", args.dtype]
         results.append(run(cmd, f"predict {SPEC} threads={t}"))
     print(f"\ncommit {info['commit']}{' + uncommitted src/ diff ' + info['src_diff_sha256'] if info['src_modified'] else ''}, {info['date_utc']}, "
-          f"{info['cpu']} ({info['cores']} cores), torch {info['torch']}, {args.dataset}-sized inputs\n")
+          f"{info['cpu']} ({info['cores']} cores), torch {info['torch']}, {args.dataset}-sized inputs, {args.dtype}\n")
     print("| model | points × samples | threads | seconds | peak RSS MB | RSS before predict MB | load 1-min |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
