@@ -69,6 +69,19 @@ def test_save_load_round_trip(fitted, bimodal_data, tmp_path):
     assert loaded.score(xt, 100 * yt[:, 0] - 50) == fitted.score(xt, 100 * yt[:, 0] - 50)
 
 
+def test_a_gpu_fitted_file_loads_on_a_machine_without_one(fitted, tmp_path, monkeypatch):
+    import torch
+
+    fitted.save(tmp_path / "reg.pt")
+    blob = torch.load(tmp_path / "reg.pt", weights_only=False)
+    blob["params"]["device"] = "cuda"  # as if fitted with DeepGPRegressor(device="cuda")
+    torch.save(blob, tmp_path / "gpu.pt")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.warns(UserWarning, match="not available here; loading on the CPU"):
+        loaded = DeepGPRegressor.load(tmp_path / "gpu.pt")
+    assert loaded.device is None and loaded.model_.device.type == "cpu"
+
+
 def test_errors(tmp_path):
     with pytest.raises(NotFittedError):
         tiny().predict(np.zeros((3, 1)))

@@ -9,6 +9,7 @@ saved and reloaded estimator gives the same numbers.
 from __future__ import annotations
 
 import io
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -240,6 +241,12 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         params = dict(blob["params"])
         if device is not None:
             params["device"] = device
+        elif params.get("device") is not None and str(params["device"]).startswith("cuda") and not torch.cuda.is_available():
+            # trained on a GPU, loaded where there is none (e.g. `deepgp predict` on a laptop): the CPU
+            # gives the same predictions in distribution; say so rather than fail inside torch
+            warnings.warn(f"{path} was fitted on {params['device']}, which is not available here; loading on the CPU",
+                          stacklevel=2)
+            params["device"] = None
         est = cls(**params)
         est.x_scaler_ = Standardizer(**blob["x_scaler"])
         est.y_scaler_ = Standardizer(**blob["y_scaler"])
