@@ -81,20 +81,29 @@ def _fit_and_evaluate(spec, data, device, iterations, threads=4, seed=0) -> dict
                 bound_last50=float(np.mean(history[-50:])), **metrics)
 
 
+def _start_cpu_reference(args, seed: int) -> subprocess.Popen:
+    """The same fit on the CPU, in a process of its own (``--threads`` torch threads) running meanwhile."""
+    cmd = [sys.executable, __file__, "--data-dir", str(args.data_dir), "--out", str(OUT), "--cpu-reference",
+           str(args.iterations), "--seed", str(seed), "--threads", str(args.threads)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+
+
+def _cpu_reference_result(proc: subprocess.Popen) -> dict:
+    return json.loads(proc.communicate(timeout=900)[0].strip().splitlines()[-1])
+
+
 def stage_seeds(args) -> None:
     """The check's fit on CUDA and CPU for several seeds: do the two devices' results agree in distribution?"""
     data = load_split("kin8nm", 0, args.data_dir, test_limit=500)
     seeds = [int(s) for s in args.seeds.split(",")]
-    refs = [subprocess.Popen([sys.executable, __file__, "--data-dir", str(args.data_dir), "--out", str(OUT),
-                              "--cpu-reference", str(args.iterations), "--seed", str(s)], stdout=subprocess.PIPE,
-                             text=True) for s in seeds]
+    refs = [_start_cpu_reference(args, s) for s in seeds]
     res = {"cuda": [], "cpu": []}
     for s in seeds:
         rec = _fit_and_evaluate("LV-GP-GP", data, DEV, args.iterations, seed=s)
         emit(stage="seeds", **rec)
         res["cuda"].append(rec["test_loglik_mixture"])
     for ref in refs:
-        rec = json.loads(ref.communicate(timeout=900)[0].strip().splitlines()[-1])
+        rec = _cpu_reference_result(ref)
         emit(stage="seeds", **rec)
         res["cpu"].append(rec["test_loglik_mixture"])
     a, b = np.array(res["cuda"]), np.array(res["cpu"])
@@ -106,9 +115,7 @@ def stage_seeds(args) -> None:
 def stage_check(args) -> None:
     data = load_split("kin8nm", 0, args.data_dir, test_limit=500)
     # the CPU reference trains in a separate process meanwhile (this machine has cores to spare)
-    ref_cmd = [sys.executable, __file__, "--data-dir", str(args.data_dir), "--out", str(OUT),
-               "--cpu-reference", str(args.iterations)]
-    ref = subprocess.Popen(ref_cmd, stdout=subprocess.PIPE, text=True)
+    ref = _start_cpu_reference(args, 0)
 
     cpu = deepgp.DeepGP.from_spec("LV-GP-GP", data.X_train, data.Y_train, num_inducing=64, seed=0)
     gpu = copy.deepcopy(cpu).to(DEV)
@@ -144,8 +151,7 @@ def stage_check(args) -> None:
 
     fitted = _fit_and_evaluate("LV-GP-GP", data, DEV, args.iterations)
     emit(stage="check", what="fit_cuda", **fitted)
-    out, _ = ref.communicate(timeout=900)
-    ref_rec = json.loads(out.strip().splitlines()[-1])
+    ref_rec = _cpu_reference_result(ref)
     emit(stage="check", what="fit_cpu", **ref_rec)
     d = fitted["test_loglik_mixture"] - ref_rec["test_loglik_mixture"]
     # one seed per device cannot separate device from seed: the seeds stage compares distributions
