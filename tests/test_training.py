@@ -65,6 +65,26 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
         torch.testing.assert_close(p, q, msg=n)
 
 
+def test_checkpoint_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch):
+    # A GPU run's checkpoint carries the CUDA generator's state; resuming it on a CPU model must
+    # neither touch CUDA (absent here) nor fail on tensors saved on another device.
+    x, y = small_problem()
+    ckpt = tmp_path / "state.pt"
+    part = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
+    deepgp.fit(part, x, y, "iw", 3, iterations=12, batch_size=16, progress=False, checkpoint=ckpt)
+    state = torch.load(ckpt, weights_only=False)
+    state["rng_cuda"] = torch.zeros(16, dtype=torch.uint8)  # as a GPU run would have saved it
+    torch.save(state, ckpt)
+    def no_cuda(*args):
+        raise AssertionError("a CPU model's resume touched the CUDA generator")
+
+    # (torch defers CUDA calls until CUDA is initialised, so without this the test could not fail)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", no_cuda)
+    resumed = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
+    history = deepgp.fit(resumed, x, y, "iw", 3, iterations=20, batch_size=16, progress=False, checkpoint=ckpt)
+    assert len(history) == 20 and np.isfinite(history).all()
+
+
 def test_adam_only_mode_trains_the_final_q():
     x, y = small_problem()
     model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8)

@@ -93,14 +93,16 @@ def fit(
     with seeded(seed, model.device):
         batches = _Batches(X.shape[0], batch_size)
         if checkpoint is not None and Path(checkpoint).exists():
-            state = torch.load(checkpoint, weights_only=False)
+            # on the CPU first: a checkpoint written on a GPU resumes on the CPU and vice versa
+            # (load_state_dict copies onto the model's and optimiser's own devices)
+            state = torch.load(checkpoint, map_location="cpu", weights_only=False)
             model.load_state_dict(state["model"])
             adam.load_state_dict(state["adam"])
             schedule.load_state_dict(state["schedule"])
             history, start = list(state["history"]), state["iteration"]
             batches.buffer = state["batches"]
             torch.set_rng_state(state["rng"])
-            if "rng_cuda" in state:
+            if "rng_cuda" in state and model.device.type == "cuda":
                 torch.cuda.set_rng_state(state["rng_cuda"], model.device)
 
         def cuda_rng() -> dict:
