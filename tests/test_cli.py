@@ -108,6 +108,7 @@ def errors_for(tmp_path, data):
         ([*fit, str(bad), "--target", "x1"], "missing values in column(s) 'x2' (1 row(s), first on line 2)"),
         ([*fit, str(only_text), "--target", "y"], "no numeric input columns"),
         ([*fit, str(train), "--target", "y", "--model", "GP-LV"], "must end in 'GP'"),
+        ([*fit, str(train), "--target", "y", "--device", "gpu"], "device must be a torch device"),
         (["predict", str(tmp_path / "nope.pt"), str(test)], "nope.pt"),
         (["predict", str(test), str(test)], "not a model saved by deepgp"),
         (["predict", str(model), str(no_x2)], "lacks the model's input column(s) ['x2']"),
@@ -141,7 +142,8 @@ def test_ignored_text_column_is_announced(data, tmp_path, capsys):
 def test_fit_float32_mode_round_trips(data, capsys):
     d, train, test, _ = data
     model = d / "model32.pt"
-    assert main(["fit", str(train), "--target", "y", "--model", "LV-GP", "--dtype", "float32", "--out", str(model), *FAST]) == 0
+    assert main(["fit", str(train), "--target", "y", "--model", "LV-GP", "--dtype", "float32", "--device", "cpu",
+                 "--out", str(model), *FAST]) == 0
     capsys.readouterr()
     assert main(["evaluate", str(model), str(test), "--json"]) == 0
     scores = json.loads(capsys.readouterr().out)

@@ -60,3 +60,15 @@ def test_bad_settings(model):
         deepgp.fit(model, GOOD_X, GOOD_Y, method="ep", progress=False)
     with pytest.raises(ValueError, match="num_inducing"):
         deepgp.DeepGP.from_spec("GP", GOOD_X, GOOD_Y, num_inducing=0)
+
+
+def test_bad_devices():
+    with pytest.raises(ValueError, match="device must be a torch device"):
+        deepgp.DeepGP.from_spec("GP", GOOD_X, GOOD_Y, num_inducing=4, device="gpu")
+    assert deepgp.DeepGP.from_spec("GP", GOOD_X, GOOD_Y, num_inducing=4, device="cpu").device.type == "cpu"
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="does not exist"):
+            deepgp.DeepGP.from_spec("GP", GOOD_X, GOOD_Y, num_inducing=4, device=f"cuda:{torch.cuda.device_count()}")
+    else:  # torch itself would fail with an AssertionError from deep inside its CUDA module
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            deepgp.DeepGP.from_spec("GP", GOOD_X, GOOD_Y, num_inducing=4, device="cuda")

@@ -17,7 +17,7 @@ from .kernels import make_kernel
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import seeded
-from .validation import as_matrix, as_xy, check_dims, check_positive_int
+from .validation import as_matrix, as_xy, check_device, check_dims, check_positive_int
 
 TOKENS = ("GP", "LV")
 MODES = ("joint", "independent", "predict")
@@ -127,6 +127,7 @@ class DeepGP(nn.Module):
         natural-gradient algebra stay in float64 (where float32 loses accuracy or definiteness).
         """
         dtype = _check_dtype(dtype)
+        device = check_device(device)
         tokens = parse_spec(spec)
         num_inducing = check_positive_int("num_inducing", num_inducing)
         hidden_dim = check_positive_int("hidden_dim", hidden_dim)
@@ -178,6 +179,7 @@ class DeepGP(nn.Module):
     @classmethod
     def load(cls, path, device=None) -> "DeepGP":
         """Rebuild a model written by :meth:`save`."""
+        device = check_device(device)
         try:
             blob = torch.load(path, map_location="cpu", weights_only=False)
         except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:

@@ -63,3 +63,21 @@ def check_positive_int(name: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_device(device) -> torch.device | None:
+    """A torch device from ``device`` (None stays None: the CPU), refused with a clear message when
+    the name is unknown or the device is not there (instead of an assertion deep inside torch)."""
+    if device is None:
+        return None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', got {device!r}") from err
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = "this torch is a CPU-only build" if torch.version.cuda is None else "no GPU is visible"
+            raise ValueError(f"device {str(device)!r} was requested but CUDA is not available ({why}); use device='cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) visible")
+    return dev
