@@ -1,7 +1,7 @@
 """Test log density against training iterations: how much of the gap to the paper is budget?
 
     python benchmarks/uci/learning_curve.py --dataset kin8nm [--model LV-GP-GP --method iw --split 0]
-        [--checkpoints 500,1000,2000,4000,8000,16000] [--device cuda] [--out curve.jsonl]
+        [--checkpoints 500,1000,2000,4000,8000,16000] [--stats train|all] [--device cuda] [--out curve.jsonl]
 
 Trains ONE model (M=128, B=512, K=5, the paper's settings) and evaluates it by the benchmark's
 metrics (deepgp.benchmark.metrics.evaluate: 2,000 predictive draws, KDE and mixture) at every
@@ -33,6 +33,8 @@ def main(argv=None) -> None:
     p.add_argument("--checkpoints", default="500,1000,2000,4000,8000,16000")
     p.add_argument("--num-inducing", type=int, default=128)
     p.add_argument("--test-limit", type=int, default=2000)
+    p.add_argument("--stats", default="train", choices=["train", "all"],
+                   help="standardise with training statistics (ours) or all-data ones (the paper's code)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--device", default=None)
     p.add_argument("--threads", type=int, default=1)
@@ -43,6 +45,8 @@ def main(argv=None) -> None:
     out = Path(args.out)
     key = dict(dataset=args.dataset, model=args.model, method=args.method, split=args.split,
                num_inducing=args.num_inducing, test_limit=args.test_limit)
+    if args.stats != "train":  # (lines written before this option are the "train" ones)
+        key["stats"] = args.stats
     done = set()
     if out.exists():
         for line in out.read_text().splitlines():
@@ -52,11 +56,12 @@ def main(argv=None) -> None:
     todo = [c for c in checkpoints if c not in done]
     if not todo:
         return
-    data = load_split(args.dataset, args.split, args.data_dir, test_limit=args.test_limit)
+    data = load_split(args.dataset, args.split, args.data_dir, test_limit=args.test_limit, stats=args.stats)
     model = deepgp.DeepGP.from_spec(args.model, data.X_train, data.Y_train, num_inducing=args.num_inducing,
                                     seed=args.split, device=args.device)
     K = 5 if args.method == "iw" else 1
-    state = out.with_name(f"{out.stem}_{args.dataset}_{args.model}_{args.method}_{args.split}.pt")
+    tag = "" if args.stats == "train" else f"_{args.stats}"
+    state = out.with_name(f"{out.stem}_{args.dataset}_{args.model}_{args.method}_{args.split}{tag}.pt")
     start = time.perf_counter()
     history: list[float] = []
 
