@@ -35,6 +35,7 @@ def main(argv=None) -> None:
     p.add_argument("--test-limit", type=int, default=2000)
     p.add_argument("--stats", default="train", choices=["train", "all"],
                    help="standardise with training statistics (ours) or all-data ones (the paper's code)")
+    p.add_argument("--batch-size", type=int, default=512, help="minibatch size (the paper: 512)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--device", default=None)
     p.add_argument("--threads", type=int, default=1)
@@ -45,8 +46,10 @@ def main(argv=None) -> None:
     out = Path(args.out)
     key = dict(dataset=args.dataset, model=args.model, method=args.method, split=args.split,
                num_inducing=args.num_inducing, test_limit=args.test_limit)
-    if args.stats != "train":  # (lines written before this option are the "train" ones)
+    if args.stats != "train":  # (lines written before these options are "train", 512)
         key["stats"] = args.stats
+    if args.batch_size != 512:
+        key["batch_size"] = args.batch_size
     done = set()
     if out.exists():
         for line in out.read_text().splitlines():
@@ -60,7 +63,7 @@ def main(argv=None) -> None:
     model = deepgp.DeepGP.from_spec(args.model, data.X_train, data.Y_train, num_inducing=args.num_inducing,
                                     seed=args.split, device=args.device)
     K = 5 if args.method == "iw" else 1
-    tag = "" if args.stats == "train" else f"_{args.stats}"
+    tag = ("" if args.stats == "train" else f"_{args.stats}") + ("" if args.batch_size == 512 else f"_b{args.batch_size}")
     state = out.with_name(f"{out.stem}_{args.dataset}_{args.model}_{args.method}_{args.split}{tag}.pt")
     start = time.perf_counter()
     history: list[float] = []
@@ -79,7 +82,7 @@ def main(argv=None) -> None:
             print(json.dumps(rec), flush=True)
         return False
 
-    deepgp.fit(model, data.X_train, data.Y_train, args.method, K, iterations=max(todo), seed=args.split,
+    deepgp.fit(model, data.X_train, data.Y_train, args.method, K, iterations=max(todo), seed=args.split, batch_size=args.batch_size,
                progress=False, callback=callback, checkpoint=state, checkpoint_every=500)
 
 
