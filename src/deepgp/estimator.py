@@ -22,6 +22,7 @@ from .linalg import seeded
 from .model import DeepGP
 from .prediction import chunks, predictive_moments
 from .training import fit as fit_model
+from .validation import check_device
 
 FORMAT = "deepgp-regressor/1"
 
@@ -241,12 +242,15 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         params = dict(blob["params"])
         if device is not None:
             params["device"] = device
-        elif params.get("device") is not None and str(params["device"]).startswith("cuda") and not torch.cuda.is_available():
+        else:
             # trained on a GPU, loaded where there is none (e.g. `deepgp predict` on a laptop): the CPU
-            # gives the same predictions in distribution; say so rather than fail inside torch
-            warnings.warn(f"{path} was fitted on {params['device']}, which is not available here; loading on the CPU",
-                          stacklevel=2)
-            params["device"] = None
+            # gives the same predictions in distribution; say so rather than fail
+            try:
+                check_device(params.get("device"))
+            except ValueError:
+                warnings.warn(f"{path} was fitted on {params['device']}, which is not available here; loading on the CPU",
+                              stacklevel=2)
+                params["device"] = None
         est = cls(**params)
         est.x_scaler_ = Standardizer(**blob["x_scaler"])
         est.y_scaler_ = Standardizer(**blob["y_scaler"])

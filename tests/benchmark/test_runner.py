@@ -33,6 +33,8 @@ def test_model_methods_and_splits():
     assert [(c["split"], c["seed"]) for c in paper] == [(0, 0), (0, 1), (0, 2)]
     with pytest.raises(ValueError):
         runner.parse_splits("x")
+    with pytest.raises(ValueError, match="device must be a torch device"):  # once, before any row runs
+        runner.make_configs(["a"], [("GP", "vi")], [0], 5, device="gpu")
 
 
 def test_writes_rows_then_resumes_without_rerunning(data_dir, tmp_path):

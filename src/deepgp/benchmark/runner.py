@@ -86,6 +86,10 @@ def make_configs(
     """
     if protocol not in ("splits", "paper"):
         raise ValueError(f"protocol must be 'splits' or 'paper', got {protocol!r}")
+    if settings.get("device") is not None:  # checked once here, not as one failed row per configuration
+        from ..validation import check_device  # (this module imports torch lazily)
+
+        check_device(settings["device"])
     pairs = list(pairs)
     configs = []
     for s in splits:
