@@ -23,6 +23,8 @@ import deepgp
 from deepgp.benchmark.metrics import evaluate
 from deepgp.datasets.uci import load_split
 
+OLD_DEFAULTS = {"stats": "train", "batch_size": 512}
+
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -45,16 +47,14 @@ def main(argv=None) -> None:
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
     out = Path(args.out)
     key = dict(dataset=args.dataset, model=args.model, method=args.method, split=args.split,
-               num_inducing=args.num_inducing, test_limit=args.test_limit)
-    if args.stats != "train":  # (lines written before these options are "train", 512)
-        key["stats"] = args.stats
-    if args.batch_size != 512:
-        key["batch_size"] = args.batch_size
+               num_inducing=args.num_inducing, test_limit=args.test_limit, stats=args.stats,
+               batch_size=args.batch_size)
     done = set()
     if out.exists():
         for line in out.read_text().splitlines():
             rec = json.loads(line)
-            if all(rec.get(k) == v for k, v in key.items()):
+            # lines written before --stats and --batch-size existed are the defaults
+            if all(rec.get(k, OLD_DEFAULTS.get(k)) == v for k, v in key.items()):
                 done.add(rec["iteration"])
     todo = [c for c in checkpoints if c not in done]
     if not todo:
