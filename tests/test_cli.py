@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from deepgp import DeepGPRegressor
 from deepgp.cli import build_parser, main
 
 FAST = ["--iterations", "40", "--num-inducing", "8", "--batch-size", "64", "--no-progress"]
@@ -137,6 +138,17 @@ def test_ignored_text_column_is_announced(data, tmp_path, capsys):
     capsys.readouterr()
     assert main(["fit", str(train), "--target", "y", "--out", str(tmp_path / "m.pt"), "--model", "GP", "--method", "vi", *FAST]) == 0
     assert "ignoring non-numeric column(s) ['label']" in capsys.readouterr().err
+
+
+def test_fit_inner_sampling_option(data, tmp_path, capsys):
+    _, train, _, _ = data
+    out = tmp_path / "indep.pt"
+    assert main(["fit", str(train), "--target", "y", "--model", "LV-GP-GP", "--inner-sampling", "independent",
+                 "--out", str(out), *FAST]) == 0
+    assert DeepGPRegressor.load(out).inner_sampling == "independent"
+    with pytest.raises(SystemExit):
+        main(["fit", str(train), "--target", "y", "--inner-sampling", "both", *FAST])
+    assert "invalid choice" in capsys.readouterr().err
 
 
 def test_fit_float32_mode_round_trips(data, capsys):

@@ -92,6 +92,17 @@ def test_errors(tmp_path):
         DeepGPRegressor.load(tmp_path / "not_a_model.pt")
     with pytest.raises(ValueError, match="unknown token"):
         tiny(model="GP-XX").fit(np.zeros((5, 1)), np.arange(5.0))
+    with pytest.raises(ValueError, match="inner_sampling"):
+        tiny(inner_sampling="both").fit(np.zeros((5, 1)), np.arange(5.0))
+
+
+def test_inner_sampling_is_a_parameter_that_reaches_training():
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 2)), rng.standard_normal(40)
+    joint = tiny(model="LV-GP-GP").fit(X, y)
+    independent = tiny(model="LV-GP-GP", inner_sampling="independent").fit(X, y)
+    assert joint.get_params()["inner_sampling"] == "joint"
+    assert not np.allclose(joint.history_, independent.history_)
 
 
 def test_multi_output_and_helpers():

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import torch
 from conftest import smooth
 
@@ -91,3 +92,16 @@ def test_adam_only_mode_trains_the_final_q():
     before = model.final_layer.q_mu.detach().clone()
     deepgp.fit(model, x, y, iterations=5, natgrad=False, progress=False)
     assert not torch.equal(before, model.final_layer.q_mu)
+
+
+def test_inner_sampling_reaches_the_objective_and_is_checked_for_every_method():
+    x, y = small_problem()
+    histories = {}
+    for sampling in ("joint", "independent"):
+        model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8, seed=1)
+        histories[sampling] = deepgp.fit(model, x, y, "iw", 3, iterations=5, batch_size=16, seed=7,
+                                         inner_sampling=sampling, progress=False)
+    assert not np.allclose(histories["joint"], histories["independent"])
+    model = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
+    with pytest.raises(ValueError, match="inner_sampling must be one of"):
+        deepgp.fit(model, x, y, "vi", iterations=1, inner_sampling="both", progress=False)

@@ -1,7 +1,8 @@
 """Test log density against training iterations: how much of the gap to the paper is budget?
 
     python benchmarks/uci/learning_curve.py --dataset kin8nm [--model LV-GP-GP --method iw --split 0]
-        [--checkpoints 500,1000,2000,4000,8000,16000] [--stats train|all] [--device cuda] [--out curve.jsonl]
+        [--checkpoints 500,1000,2000,4000,8000,16000] [--stats train|all] [--batch-size 512]
+        [--inner-sampling joint|independent] [--device cuda] [--out curve.jsonl]
 
 Trains ONE model (M=128, B=512, K=5, the paper's settings) and evaluates it by the benchmark's
 metrics (deepgp.benchmark.metrics.evaluate: 2,000 predictive draws, KDE and mixture) at every
@@ -23,7 +24,7 @@ import deepgp
 from deepgp.benchmark.metrics import evaluate
 from deepgp.datasets.uci import load_split
 
-OLD_DEFAULTS = {"stats": "train", "batch_size": 512}
+OLD_DEFAULTS = {"stats": "train", "batch_size": 512, "inner_sampling": "joint"}
 
 
 def main(argv=None) -> None:
@@ -38,6 +39,9 @@ def main(argv=None) -> None:
     p.add_argument("--stats", default="train", choices=["train", "all"],
                    help="standardise with training statistics (ours) or all-data ones (the paper's code)")
     p.add_argument("--batch-size", type=int, default=512, help="minibatch size (the paper: 512)")
+    p.add_argument("--inner-sampling", default="joint", choices=["joint", "independent"],
+                   help="IW inner layers: one function draw per point shared by its K samples (the paper's "
+                        "text) or an independent draw per sample (its released code)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--device", default=None)
     p.add_argument("--threads", type=int, default=1)
@@ -46,14 +50,15 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     key = dict(dataset=args.dataset, model=args.model, method=args.method, split=args.split,
                num_inducing=args.num_inducing, test_limit=args.test_limit, stats=args.stats,
-               batch_size=args.batch_size)
+               batch_size=args.batch_size, inner_sampling=args.inner_sampling)
     done = set()
     if out.exists():
         for line in out.read_text().splitlines():
             rec = json.loads(line)
-            # lines written before --stats and --batch-size existed are the defaults
+            # lines written before --stats, --batch-size and --inner-sampling existed are the defaults
             if all(rec.get(k, OLD_DEFAULTS.get(k)) == v for k, v in key.items()):
                 done.add(rec["iteration"])
     todo = [c for c in checkpoints if c not in done]
@@ -63,7 +68,8 @@ def main(argv=None) -> None:
     model = deepgp.DeepGP.from_spec(args.model, data.X_train, data.Y_train, num_inducing=args.num_inducing,
                                     seed=args.split, device=args.device)
     K = 5 if args.method == "iw" else 1
-    tag = ("" if args.stats == "train" else f"_{args.stats}") + ("" if args.batch_size == 512 else f"_b{args.batch_size}")
+    tag = (("" if args.stats == "train" else f"_{args.stats}") + ("" if args.batch_size == 512 else f"_b{args.batch_size}")
+           + ("" if args.inner_sampling == "joint" else f"_{args.inner_sampling}"))
     state = out.with_name(f"{out.stem}_{args.dataset}_{args.model}_{args.method}_{args.split}{tag}.pt")
     start = time.perf_counter()
     history: list[float] = []
@@ -83,7 +89,7 @@ def main(argv=None) -> None:
         return False
 
     deepgp.fit(model, data.X_train, data.Y_train, args.method, K, iterations=max(todo), seed=args.split, batch_size=args.batch_size,
-               progress=False, callback=callback, checkpoint=state, checkpoint_every=500)
+               inner_sampling=args.inner_sampling, progress=False, callback=callback, checkpoint=state, checkpoint_every=500)
 
 
 if __name__ == "__main__":

@@ -174,6 +174,9 @@ def register(sub) -> None:
     p.add_argument("--model", default="LV-GP-GP", help="architecture: GP, GP-GP, LV-GP, LV-GP-GP, GP-LV-GP, ...")
     p.add_argument("--method", default="iw", choices=["vi", "iw"], help="variational (vi) or importance-weighted (iw)")
     p.add_argument("--num-samples", type=int, default=5, help="importance samples K per point")
+    p.add_argument("--inner-sampling", default="joint", choices=["joint", "independent"],
+                   help="iw: one inner-layer draw shared by a point's K samples (the paper's text) "
+                        "or one per sample (the paper's code)")
     p.add_argument("--num-inducing", type=int, default=128, help="inducing points per GP layer")
     p.add_argument("--hidden-dim", type=int, default=5, help="GPs in each inner layer")
     p.add_argument("--latent-dim", type=int, default=1, help="dimension of each latent variable")
@@ -254,7 +257,8 @@ def _fit(args) -> int:
     inputs = choose_inputs(columns, args.target, _names(args.inputs))
     X, y = select(columns, inputs), select(columns, [args.target])[:, 0]
     reg = DeepGPRegressor(
-        model=args.model, method=args.method, num_samples=args.num_samples, num_inducing=args.num_inducing,
+        model=args.model, method=args.method, num_samples=args.num_samples,
+        inner_sampling=args.inner_sampling, num_inducing=args.num_inducing,
         hidden_dim=args.hidden_dim, latent_dim=args.latent_dim, iterations=args.iterations,
         batch_size=args.batch_size, lr=args.lr, seed=args.seed, progress=not args.no_progress, dtype=args.dtype,
         device=args.device,

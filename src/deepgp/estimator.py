@@ -65,6 +65,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         model: the architecture in the paper's notation ("GP", "GP-GP", "LV-GP", "LV-GP-GP", ...).
         method: "vi" or "iw" (importance-weighted, the paper's recommendation for LV models).
         num_samples: K, importance samples per point for "iw" (samples for "vi").
+        inner_sampling: for "iw", "joint" (one inner-layer function draw shared by a point's K
+            samples, the paper's text) or "independent" (a draw per sample, the paper's code).
         num_inducing, hidden_dim, latent_dim, kernel, likelihood_variance: as
             :meth:`DeepGP.from_spec`.
         iterations, batch_size, lr, gamma: as :func:`deepgp.fit` (gamma: the natural-gradient step).
@@ -83,6 +85,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         model: str = "LV-GP-GP",
         method: str = "iw",
         num_samples: int = 5,
+        inner_sampling: str = "joint",
         num_inducing: int = 128,
         hidden_dim: int = 5,
         latent_dim: int = 1,
@@ -101,6 +104,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         self.model = model
         self.method = method
         self.num_samples = num_samples
+        self.inner_sampling = inner_sampling
         self.num_inducing = num_inducing
         self.hidden_dim = hidden_dim
         self.latent_dim = latent_dim
@@ -139,7 +143,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             seed=self.seed, device=self.device, dtype=self.dtype,
         )
         self.history_ = fit_model(
-            model, Xs, Ys, method=self.method, num_samples=self.num_samples, iterations=self.iterations,
+            model, Xs, Ys, method=self.method, num_samples=self.num_samples, inner_sampling=self.inner_sampling,
+            iterations=self.iterations,
             batch_size=self.batch_size, seed=self.seed, lr=self.lr, gamma=self.gamma, progress=self.progress,
         )
         self.model_ = model
