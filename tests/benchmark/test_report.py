@@ -13,22 +13,24 @@ def write_results(path, values):
     """values: {(dataset, model, method): [kde per split]} → a results CSV."""
     base = {k: 0 for k in runner.COLUMNS} | dict(protocol="splits", iterations=10, num_inducing=8, test_limit=10,
                                                  seconds=1.0, test_loglik_mixture=0.0, test_rmse=1.0,
-                                                 shapiro_median=0.99, bound=-1.0)
+                                                 shapiro_median=0.99, bound=-1.0, dtype="float64")
     runner.prepare_results(path)
     with open(path, "a") as f:
-        for (d, m, me), vals in values.items():
+        for (d, m, me, *sampling), vals in values.items():
+            inner = sampling[0] if sampling else ("joint" if me == "iw" else "-")
             for s, v in enumerate(vals):
                 f.write(runner.format_row(base | dict(dataset=d, model=m, method=me, split=s, seed=s,
-                                                      test_loglik_kde=float(v))))
+                                                      inner_sampling=inner, test_loglik_kde=float(v))))
 
 
 def test_ranks_and_median_difference():
-    table = {"a": {("GP", "vi"): {0: 1.0, 1: 2.0}, ("X", "iw"): {0: 3.0, 1: 1.0}},
-             "b": {("GP", "vi"): {0: 0.0}, ("X", "iw"): {0: 1.0}}}
-    ranks = report.average_ranks(table, [("GP", "vi"), ("X", "iw")])
-    assert ranks[("X", "iw")][0] == pytest.approx((1.5 + 2) / 2)  # per split, then per dataset
-    means = {("a", "GP", "vi"): 0.0, ("a", "X", "iw"): 1.0, ("b", "GP", "vi"): 0.0, ("b", "X", "iw"): 3.0}
-    assert report.median_difference(means, [("X", "iw")], ["a", "b"])[("X", "iw")] == 2.0
+    gp, x = ("GP", "vi", ""), ("X", "iw", "")
+    table = {"a": {gp: {0: 1.0, 1: 2.0}, x: {0: 3.0, 1: 1.0}},
+             "b": {gp: {0: 0.0}, x: {0: 1.0}}}
+    ranks = report.average_ranks(table, [gp, x])
+    assert ranks[x][0] == pytest.approx((1.5 + 2) / 2)  # per split, then per dataset
+    means = {("a", *gp): 0.0, ("a", *x): 1.0, ("b", *gp): 0.0, ("b", *x): 3.0}
+    assert report.median_difference(means, [x], ["a", "b"])[x] == 2.0
 
 
 def test_report_against_a_paper_table(tmp_path):
@@ -52,3 +54,24 @@ def test_report_with_the_papers_table(tmp_path):
     text = report.render_report(results, PAPER)
     assert "| power | LV-GP-GP (IWVI) | 2 | -0.25 (0.04) | -0.28 (0.05) | +0.03 |" in text
     assert "average rank, paper (its means) | 1.00 | 2.00 |" in text
+
+
+def test_variants_are_reported_apart_and_against_the_same_paper_value(tmp_path):
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP_VI,GP_VI_se,LV-GP-GP_IWVI,LV-GP-GP_IWVI_se\nboston,506,13,0.02,0.00,0.14,0.00\n")
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0], ("boston", "LV-GP-GP", "iw"): [-0.1],
+                            ("boston", "LV-GP-GP", "iw", "independent"): [0.1]})
+    text = report.render_report(results, paper)
+    assert "| boston | LV-GP-GP (IWVI) | 1 | -0.10 | 0.14 (0.00) | -0.24 |" in text
+    assert "| boston | LV-GP-GP (IWVI, independent inner draws) | 1 | 0.10 | 0.14 (0.00) | -0.04 |" in text
+    assert "## LV-GP-GP (IWVI, independent inner draws) against the paper" in text
+    assert text.count("Within 0.1 nats of the paper or better on") == 2
+
+
+def test_the_papers_median_difference_needs_no_gp_rows_of_ours(tmp_path):
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP_VI,GP_VI_se,LV-GP-GP_IWVI,LV-GP-GP_IWVI_se\nboston,506,13,0.02,0.00,0.14,0.00\n")
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "LV-GP-GP", "iw"): [0.1]})
+    assert "| median difference from GP (VI), paper | +0.12 |" in report.render_report(results, paper)

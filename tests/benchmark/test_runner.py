@@ -1,5 +1,7 @@
 """Benchmark runner: rows, resuming, interrupted rows, parallel and Dask executors, the CLI."""
 
+import csv
+
 import numpy as np
 import pytest
 
@@ -35,6 +37,10 @@ def test_model_methods_and_splits():
         runner.parse_splits("x")
     with pytest.raises(ValueError, match="device must be a torch device"):  # once, before any row runs
         runner.make_configs(["a"], [("GP", "vi")], [0], 5, device="gpu")
+    with pytest.raises(ValueError, match="inner_sampling must be one of"):
+        runner.make_configs(["a"], [("GP", "vi")], [0], 5, inner_sampling="both")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        runner.make_configs(["a"], [("GP", "vi")], [0], 5, dtype="float16")
 
 
 def test_writes_rows_then_resumes_without_rerunning(data_dir, tmp_path):
@@ -112,5 +118,50 @@ def test_cli_benchmark_and_report(data_dir, tmp_path, capsys):
     assert main(args) == 0 and "0 to run" in capsys.readouterr().out
     assert main(["report", str(results)]) == 0
     assert "| toya | LV-GP (VI) | 1 |" in capsys.readouterr().out
+    assert main(args[:4] + ["LV-GP:iw", "--inner-sampling", "independent", "--dtype", "float32"] + args[5:]) == 0
+    assert "toya LV-GP iw split 0 seed 0 (independent inner draws, float32)" in capsys.readouterr().out
     assert main(["benchmark", "--datasets", "nonesuch", "--data-dir", str(tmp_path), "--results", str(results)]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_inner_sampling_and_dtype_are_row_keys(data_dir, tmp_path):
+    results = tmp_path / "r.csv"
+    pairs = (("GP", "vi"), ("LV-GP-GP", "iw"))
+    base = runner.make_configs(["toya"], pairs, [0], iterations=3, data_dir=str(data_dir), **FAST)
+    other = runner.make_configs(["toya"], pairs, [0], iterations=3, data_dir=str(data_dir), inner_sampling="independent",
+                                dtype="float32", **FAST)
+    assert runner.run_benchmark(base, results, log=lambda m: None) == 0
+    calls = []
+    runner.run_benchmark(other, results, run=lambda c: calls.append(c) or runner.run_config(c), log=lambda m: None)
+    assert [(c["model"], c["inner_sampling"], c["dtype"]) for c in calls] == [
+        ("GP", "-", "float32"), ("LV-GP-GP", "independent", "float32")]  # nothing reused from the float64 rows
+    rows = runner.read_results(results)
+    assert sorted((r["model"], r["inner_sampling"], r["dtype"]) for r in rows) == [
+        ("GP", "-", "float32"), ("GP", "-", "float64"), ("LV-GP-GP", "independent", "float32"),
+        ("LV-GP-GP", "joint", "float64")]
+    lv = {r["inner_sampling"]: r for r in rows if r["model"] == "LV-GP-GP"}
+    assert lv["joint"]["bound"] != lv["independent"]["bound"]
+
+
+def test_a_results_file_from_before_the_new_columns_is_migrated_and_resumed(data_dir, tmp_path):
+    results = tmp_path / "old.csv"
+    todo = configs(data_dir, splits=(0,))
+    runner.run_benchmark(todo, results, log=lambda m: None)
+    # rewrite it as the previous format wrote it: no inner_sampling / dtype columns
+    old_columns = [c for c in runner.COLUMNS if c not in runner.ADDED]
+    rows = list(csv.DictReader(open(results)))
+    with open(results, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(old_columns)
+        w.writerows([r[c] for c in old_columns] for r in rows)
+        f.write("toya,GP,vi,0,trunc")  # a line cut by a crash: still ignored
+    assert {(r["method"], r["inner_sampling"], r["dtype"]) for r in runner.read_results(results)} == {
+        ("vi", "-", "float64"), ("iw", "joint", "float64")}  # read as the values those runs used
+    calls = []
+    assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c), log=lambda m: None) == 0
+    assert calls == []  # every row was recognised as done
+    header = open(results).readline().strip().split(",")
+    assert tuple(header) == runner.COLUMNS and len(runner.read_results(results)) == len(rows)
+    (tmp_path / "alien.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="use another --results file"):
+        runner.prepare_results(tmp_path / "alien.csv")

@@ -26,6 +26,11 @@ def register(sub) -> None:
     p.add_argument("--iterations", type=int, default=100_000, help="training iterations (paper: 100000)")
     p.add_argument("--num-inducing", type=int, default=128, help="M (paper: 128)")
     p.add_argument("--num-samples", type=int, default=5, help="K for iw (paper: 5)")
+    p.add_argument("--inner-sampling", choices=("joint", "independent"), default="joint",
+                   help="iw: one inner-layer draw shared by a point's K samples (the paper's text) or one per "
+                   "sample (the paper's code, which produced its Table 1)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="float32: the opt-in fast mode (Cholesky of K(Z, Z) stays in float64)")
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--test-limit", type=int, default=10_000, help="at most this many test points (paper: 10000)")
     p.add_argument("--predict-samples", type=int, default=2000, help="predictive draws per test point (paper: 2000)")
@@ -57,7 +62,8 @@ def _benchmark(args) -> int:
                           [m.strip() for m in args.methods.split(",") if m.strip()])
     configs = make_configs(
         datasets, pairs, parse_splits(args.splits), args.iterations, protocol=args.protocol,
-        num_inducing=args.num_inducing, test_limit=args.test_limit, num_samples=args.num_samples,
+        num_inducing=args.num_inducing, test_limit=args.test_limit, inner_sampling=args.inner_sampling,
+        dtype=args.dtype, num_samples=args.num_samples,
         batch_size=args.batch_size, predict_samples=args.predict_samples, shapiro_points=args.shapiro_points,
         data_dir=args.data_dir, device=args.device,
     )

@@ -4,7 +4,9 @@ Resumability: the results file is a CSV that only ever grows. A row is written w
 configuration has finished, as one ``os.write`` of the whole line on an ``O_APPEND`` descriptor,
 so a row is either complete or absent; a run that is killed loses only the rows in flight. On
 start, rows already in the file (matched on :data:`KEY`) are skipped, and a malformed line
-(e.g. a truncated last line from a crash mid-write) is ignored and its configuration rerun.
+(e.g. a truncated last line from a crash mid-write) is ignored and its configuration rerun. A file
+written before the ``inner_sampling`` and ``dtype`` columns existed is rewritten once with them
+(:data:`ADDED`: the values those runs used).
 
 Executors: ``local`` runs configurations in this process (``jobs=1``) or in a pool of ``jobs``
 processes with one torch thread each; ``dask`` submits the same function to a Dask distributed
@@ -28,7 +30,11 @@ DATASETS = ("boston", "concrete", "energy", "forest", "kin8nm", "power", "winere
 CONFIGS = (
     ("GP", "vi"), ("GP-GP", "vi"), ("LV-GP", "iw"), ("LV-GP-GP", "vi"), ("LV-GP-GP", "iw"), ("LV-GP-GP-GP", "iw"),
 )
-KEY = ("dataset", "model", "method", "split", "seed", "protocol", "iterations", "num_inducing", "test_limit")
+KEY = ("dataset", "model", "method", "split", "seed", "protocol", "iterations", "num_inducing", "test_limit",
+       "inner_sampling", "dtype")
+# columns added after results files existed, with the value every older row had (inner_sampling
+# only means something for "iw": a "vi" row records "-")
+ADDED = {"inner_sampling": lambda row: "joint" if row.get("method") == "iw" else "-", "dtype": lambda row: "float64"}
 METRICS = ("test_loglik_kde", "test_loglik_mixture", "test_rmse", "shapiro_median", "bound")
 COLUMNS = KEY + METRICS + ("num_samples", "n_train", "n_test", "seconds", "deepgp", "torch", "numpy", "python")
 _INTS = ("split", "seed", "iterations", "num_inducing", "test_limit", "num_samples", "n_train", "n_test")
@@ -74,20 +80,30 @@ def model_methods(models: Iterable[str], methods: Iterable[str]) -> list[tuple[s
 
 def make_configs(
     datasets: Iterable[str], pairs: Iterable[tuple[str, str]], splits: Iterable[int], iterations: int,
-    protocol: str = "splits", num_inducing: int = 128, test_limit: int = 10_000, **settings,
+    protocol: str = "splits", num_inducing: int = 128, test_limit: int = 10_000, inner_sampling: str = "joint",
+    dtype: str = "float64", **settings,
 ) -> list[dict]:
     """All configurations, split-major (every dataset's first split finishes before any second).
 
     ``protocol="splits"``: split s trained with seed s (real splits, training statistics).
     ``protocol="paper"``: the paper's code (REFERENCE.md §5.4): always split 0, standardised with
     all-data statistics, and the requested split numbers become seeds.
+    ``inner_sampling`` (for "iw": "joint", the paper's text, or "independent", its code) and
+    ``dtype`` ("float64" or the opt-in "float32") are part of each row's key.
     ``settings`` (num_samples, batch_size, predict_samples, shapiro_points, data_dir, device) travel with
     every configuration.
     """
+    from ..model import DTYPES  # (this module imports torch lazily: the CLI's --help stays fast)
+    from ..objectives import INNER_SAMPLING
+
     if protocol not in ("splits", "paper"):
         raise ValueError(f"protocol must be 'splits' or 'paper', got {protocol!r}")
+    if inner_sampling not in INNER_SAMPLING:
+        raise ValueError(f"inner_sampling must be one of {INNER_SAMPLING}, got {inner_sampling!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
     if settings.get("device") is not None:  # checked once here, not as one failed row per configuration
-        from ..validation import check_device  # (this module imports torch lazily)
+        from ..validation import check_device
 
         check_device(settings["device"])
     pairs = list(pairs)
@@ -98,7 +114,7 @@ def make_configs(
                 configs.append(dict(
                     dataset=d, model=model, method=method, split=0 if protocol == "paper" else s, seed=s,
                     protocol=protocol, iterations=iterations, num_inducing=num_inducing, test_limit=test_limit,
-                    **settings,
+                    inner_sampling=inner_sampling if method == "iw" else "-", dtype=dtype, **settings,
                 ))
     return configs
 
@@ -130,11 +146,12 @@ def run_config(config: dict) -> dict:
     )
     seed = int(config["seed"])
     model = DeepGP.from_spec(config["model"], data.X_train, data.Y_train, num_inducing=config["num_inducing"], seed=seed,
-                             device=config.get("device"))
+                             device=config.get("device"), dtype=config.get("dtype", "float64"))
     num_samples = int(config.get("num_samples", 5)) if config["method"] == "iw" else 1
     history = fit(
         model, data.X_train, data.Y_train, method=config["method"], num_samples=num_samples,
         iterations=config["iterations"], batch_size=config.get("batch_size", 512), seed=seed, progress=False,
+        inner_sampling="joint" if config.get("inner_sampling", "-") == "-" else config["inner_sampling"],
     )
     metrics = evaluate(
         model, data.X_test, data.Y_test, config.get("predict_samples", 2000), config.get("shapiro_points", 200), seed,
@@ -182,6 +199,8 @@ def read_results(path) -> list[dict]:
             if len(values) != len(header):
                 continue
             row = dict(zip(header, values))
+            for k, default in ADDED.items():
+                row.setdefault(k, default(row))
             try:
                 for k in _INTS:
                     if k in row:
@@ -213,13 +232,43 @@ def prepare_results(path) -> set[tuple[str, ...]]:
     with open(path, newline="") as f:
         header = next(csv.reader(f), [])
     if tuple(header) != COLUMNS:
-        raise ValueError(f"{path} has columns {header}, expected {list(COLUMNS)}; use another --results file")
+        if tuple(header) != tuple(c for c in COLUMNS if c not in ADDED):
+            raise ValueError(f"{path} has columns {header}, expected {list(COLUMNS)}; use another --results file")
+        _add_columns(path, header)
     return {config_key(r) for r in read_results(path)}
 
 
+def _add_columns(path: Path, header: list[str]) -> None:
+    """Rewrite a file of the previous format with the ADDED columns, atomically (values kept as text)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        next(reader)
+        for values in reader:
+            if len(values) == len(header):  # malformed lines were ignored before and still are
+                row = dict(zip(header, values))
+                writer.writerow([row[c] if c in row else ADDED[c](row) for c in COLUMNS])
+    tmp = path.with_name(path.name + ".migrating")
+    tmp.write_text(out.getvalue())
+    os.replace(tmp, path)
+
+
 # -- running -------------------------------------------------------------------------------------
+def variant(row: dict) -> str:
+    """The row's non-default settings in words ("" for the defaults): what tells two rows of one
+    (dataset, model, method) apart in the report."""
+    parts = ["independent inner draws"] if row.get("inner_sampling") == "independent" else []
+    if row.get("dtype", "float64") != "float64":
+        parts.append(row["dtype"])
+    return ", ".join(parts)
+
+
 def _describe(row: dict) -> str:
-    return f"{row['dataset']} {row['model']} {row['method']} split {row['split']} seed {row['seed']}"
+    extra = variant(row)
+    return (f"{row['dataset']} {row['model']} {row['method']} split {row['split']} seed {row['seed']}"
+            + (f" ({extra})" if extra else ""))
 
 
 def _init_worker() -> None:
