@@ -93,7 +93,7 @@ def make_configs(
     ``settings`` (num_samples, batch_size, predict_samples, shapiro_points, data_dir, device) travel with
     every configuration.
     """
-    from ..model import DTYPES  # (this module imports torch lazily: the CLI's --help stays fast)
+    from ..model import DTYPES  # (this module imports torch lazily)
     from ..objectives import INNER_SAMPLING
 
     if protocol not in ("splits", "paper"):
