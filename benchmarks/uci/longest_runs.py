@@ -2,11 +2,11 @@
 
     python benchmarks/uci/longest_runs.py [--paper ../shared/paper/table1_test_loglik.csv] [--out longest_runs.md]
 
-Reads every ``learning_curve*.jsonl`` beside this script (lines written by learning_curve.py: split 0,
+Reads every ``learning_curve*.jsonl`` beside this script (lines written by learning_curve.py with
 the paper's settings, test KDE log density at checkpoints) and, for each dataset and inner-layer
 sampling, keeps the line with the most training iterations: the rule is "longest measured", never
-"best measured", so a model that overfits is shown after it has. Only the default protocol is
-tabulated (training-set standardisation, B = 512); the --stats all and --batch-size 128 reruns are
+"best measured", so a model that overfits is shown after it has. Only split 0 (the paper's) and the
+default protocol are tabulated (training-set standardisation, B = 512); the --stats all and --batch-size 128 reruns are
 side experiments described in README.md.
 """
 
@@ -22,13 +22,15 @@ HERE = Path(__file__).resolve().parent
 SAMPLINGS = ("joint", "independent")
 
 
-def longest(paths, model: str = "LV-GP-GP", method: str = "iw") -> dict[tuple[str, str], dict]:
-    """{(dataset, inner_sampling): the line with the largest iteration} over the default protocol."""
+def longest(paths, model: str = "LV-GP-GP", method: str = "iw", split: int = 0) -> dict[tuple[str, str], dict]:
+    """{(dataset, inner_sampling): the line with the largest iteration} over the default protocol,
+    on one split (the paper's runs were all on split 0, REFERENCE.md §5.4)."""
     best: dict[tuple[str, str], dict] = {}
     for path in sorted(paths):
         for line in Path(path).read_text().splitlines():
             r = json.loads(line)
-            if (r["model"], r["method"], r.get("stats", "train"), r.get("batch_size", 512)) != (model, method, "train", 512):
+            if ((r["model"], r["method"], r["split"], r.get("stats", "train"), r.get("batch_size", 512))
+                    != (model, method, split, "train", 512)):
                 continue
             key = (r["dataset"], r.get("inner_sampling", "joint"))
             if key not in best or r["iteration"] >= best[key]["iteration"]:
