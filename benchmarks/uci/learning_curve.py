@@ -23,8 +23,11 @@ import torch
 import deepgp
 from deepgp.benchmark.metrics import evaluate
 from deepgp.datasets.uci import load_split
+from deepgp.objectives import INNER_SAMPLING
 
+# options added after the first lines were written: their defaults, which those lines used
 OLD_DEFAULTS = {"stats": "train", "batch_size": 512, "inner_sampling": "joint"}
+_TAG_PREFIX = {"batch_size": "b"}  # a non-default option's mark in the state file's name, e.g. _b128
 
 
 def main(argv=None) -> None:
@@ -39,7 +42,7 @@ def main(argv=None) -> None:
     p.add_argument("--stats", default="train", choices=["train", "all"],
                    help="standardise with training statistics (ours) or all-data ones (the paper's code)")
     p.add_argument("--batch-size", type=int, default=512, help="minibatch size (the paper: 512)")
-    p.add_argument("--inner-sampling", default="joint", choices=["joint", "independent"],
+    p.add_argument("--inner-sampling", default="joint", choices=INNER_SAMPLING,
                    help="IW inner layers: one function draw per point shared by its K samples (the paper's "
                         "text) or an independent draw per sample (its released code)")
     p.add_argument("--data-dir", default=None)
@@ -68,8 +71,7 @@ def main(argv=None) -> None:
     model = deepgp.DeepGP.from_spec(args.model, data.X_train, data.Y_train, num_inducing=args.num_inducing,
                                     seed=args.split, device=args.device)
     K = 5 if args.method == "iw" else 1
-    tag = (("" if args.stats == "train" else f"_{args.stats}") + ("" if args.batch_size == 512 else f"_b{args.batch_size}")
-           + ("" if args.inner_sampling == "joint" else f"_{args.inner_sampling}"))
+    tag = "".join(f"_{_TAG_PREFIX.get(k, '')}{key[k]}" for k, v in OLD_DEFAULTS.items() if key[k] != v)
     state = out.with_name(f"{out.stem}_{args.dataset}_{args.model}_{args.method}_{args.split}{tag}.pt")
     start = time.perf_counter()
     history: list[float] = []

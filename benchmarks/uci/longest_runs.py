@@ -16,6 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
+from learning_curve import OLD_DEFAULTS  # beside this script
+
 from deepgp.benchmark.report import read_paper
 
 HERE = Path(__file__).resolve().parent
@@ -29,10 +31,11 @@ def longest(paths, model: str = "LV-GP-GP", method: str = "iw", split: int = 0) 
     for path in sorted(paths):
         for line in Path(path).read_text().splitlines():
             r = json.loads(line)
-            if ((r["model"], r["method"], r["split"], r.get("stats", "train"), r.get("batch_size", 512))
-                    != (model, method, split, "train", 512)):
+            protocol = {k: r.get(k, v) for k, v in OLD_DEFAULTS.items()}
+            if ((r["model"], r["method"], r["split"]) != (model, method, split)
+                    or any(protocol[k] != v for k, v in OLD_DEFAULTS.items() if k != "inner_sampling")):
                 continue
-            key = (r["dataset"], r.get("inner_sampling", "joint"))
+            key = (r["dataset"], protocol["inner_sampling"])
             if key not in best or r["iteration"] >= best[key]["iteration"]:
                 best[key] = r
     return best

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .model import DTYPES
+from .objectives import INNER_SAMPLING
+
 MISSING = {"", "na", "nan", "n/a", "null", "none", "?"}
 DEFAULT_QUANTILES = "0.05,0.5,0.95"
 
@@ -174,7 +177,7 @@ def register(sub) -> None:
     p.add_argument("--model", default="LV-GP-GP", help="architecture: GP, GP-GP, LV-GP, LV-GP-GP, GP-LV-GP, ...")
     p.add_argument("--method", default="iw", choices=["vi", "iw"], help="variational (vi) or importance-weighted (iw)")
     p.add_argument("--num-samples", type=int, default=5, help="importance samples K per point")
-    p.add_argument("--inner-sampling", default="joint", choices=["joint", "independent"],
+    p.add_argument("--inner-sampling", default="joint", choices=INNER_SAMPLING,
                    help="iw: one inner-layer draw shared by a point's K samples (the paper's text) "
                         "or one per sample (the paper's code)")
     p.add_argument("--num-inducing", type=int, default=128, help="inducing points per GP layer")
@@ -184,7 +187,7 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--lr", type=float, default=0.005, help="Adam learning rate")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dtype", default="float64", choices=["float64", "float32"],
+    p.add_argument("--dtype", default="float64", choices=tuple(DTYPES),
                    help="float32: the opt-in fast mode (≈1.7× faster on CPU; K(Z, Z) factorised in float64)")
     p.add_argument("--device", default=None, help="torch device to train on, e.g. cuda (default: the CPU)")
     p.add_argument("--out", default="model.pt", help="model file to write")

@@ -25,6 +25,13 @@ def elbo_vi(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 1) -> to
     return (model.num_data / X.shape[0]) * data - model.kl()
 
 
+def check_inner_sampling(inner_sampling: str) -> str:
+    """The IW inner-layer sampling, refused with a clear message unless one of INNER_SAMPLING."""
+    if inner_sampling not in INNER_SAMPLING:
+        raise ValueError(f"inner_sampling must be one of {INNER_SAMPLING}, got {inner_sampling!r}")
+    return inner_sampling
+
+
 def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5, inner_sampling: str = "joint") -> torch.Tensor:
     """The importance-weighted bound (paper's final IW objective; MATH.md §5):
 
@@ -36,8 +43,7 @@ def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5, inner
     A model without LV layers has no importance weights: this is then the doubly stochastic
     bound, computed as ``elbo_vi`` averaging the K samples (same expectation, lower variance).
     """
-    if inner_sampling not in INNER_SAMPLING:
-        raise ValueError(f"inner_sampling must be one of {INNER_SAMPLING}, got {inner_sampling!r}")
+    check_inner_sampling(inner_sampling)
     if not model.has_latent:
         return elbo_vi(model, X, Y, num_samples)
     mean, var, log_ratio, _ = model.propagate(X, Y, num_samples, mode=inner_sampling)

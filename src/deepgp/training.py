@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from .linalg import seeded
 from .natgrad import expectation_parameters, natgrad_step
-from .objectives import INNER_SAMPLING
+from .objectives import check_inner_sampling
 from .validation import as_xy, check_positive_int
 
 
@@ -79,8 +79,7 @@ def fit(
     """
     if method not in ("vi", "iw"):
         raise ValueError(f"method must be 'vi' or 'iw', got {method!r}")
-    if inner_sampling not in INNER_SAMPLING:  # checked here too: "vi" never reaches elbo_iw's check
-        raise ValueError(f"inner_sampling must be one of {INNER_SAMPLING}, got {inner_sampling!r}")
+    check_inner_sampling(inner_sampling)  # here too: "vi" never reaches elbo_iw's check
     iterations = check_positive_int("iterations", iterations, minimum=0)
     batch_size = check_positive_int("batch_size", batch_size)
     num_samples = check_positive_int("num_samples", num_samples)

@@ -39,7 +39,7 @@ def test_model_methods_and_splits():
         runner.make_configs(["a"], [("GP", "vi")], [0], 5, device="gpu")
     with pytest.raises(ValueError, match="inner_sampling must be one of"):
         runner.make_configs(["a"], [("GP", "vi")], [0], 5, inner_sampling="both")
-    with pytest.raises(ValueError, match="dtype must be one of"):
+    with pytest.raises(ValueError, match="dtype must be float64 .the default. or float32, got 'float16'"):
         runner.make_configs(["a"], [("GP", "vi")], [0], 5, dtype="float16")
 
 

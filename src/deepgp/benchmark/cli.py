@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from ..model import DTYPES
+from ..objectives import INNER_SAMPLING
+
 
 def register(sub) -> None:
     from .runner import DATASETS
@@ -26,10 +29,10 @@ def register(sub) -> None:
     p.add_argument("--iterations", type=int, default=100_000, help="training iterations (paper: 100000)")
     p.add_argument("--num-inducing", type=int, default=128, help="M (paper: 128)")
     p.add_argument("--num-samples", type=int, default=5, help="K for iw (paper: 5)")
-    p.add_argument("--inner-sampling", choices=("joint", "independent"), default="joint",
+    p.add_argument("--inner-sampling", choices=INNER_SAMPLING, default="joint",
                    help="iw: one inner-layer draw shared by a point's K samples (the paper's text) or one per "
                    "sample (the paper's code, which produced its Table 1)")
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+    p.add_argument("--dtype", choices=tuple(DTYPES), default="float64",
                    help="float32: the opt-in fast mode (Cholesky of K(Z, Z) stays in float64)")
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--test-limit", type=int, default=10_000, help="at most this many test points (paper: 10000)")

@@ -62,7 +62,8 @@ def summarise(rows: list[dict], metric: str = "test_loglik_kde"):
     """
     budget: dict[tuple, int] = defaultdict(int)
     for r in rows:
-        budget[_group(r)] = max(budget[_group(r)], r["iterations"])
+        g = _group(r)
+        budget[g] = max(budget[g], r["iterations"])
     groups: dict[tuple, dict] = defaultdict(dict)
     for r in rows:
         g = _group(r)

@@ -93,15 +93,13 @@ def make_configs(
     ``settings`` (num_samples, batch_size, predict_samples, shapiro_points, data_dir, device) travel with
     every configuration.
     """
-    from ..model import DTYPES  # (this module imports torch lazily)
-    from ..objectives import INNER_SAMPLING
+    from ..model import _check_dtype  # (this module imports torch lazily)
+    from ..objectives import check_inner_sampling
 
     if protocol not in ("splits", "paper"):
         raise ValueError(f"protocol must be 'splits' or 'paper', got {protocol!r}")
-    if inner_sampling not in INNER_SAMPLING:
-        raise ValueError(f"inner_sampling must be one of {INNER_SAMPLING}, got {inner_sampling!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
+    check_inner_sampling(inner_sampling)
+    _check_dtype(dtype)
     if settings.get("device") is not None:  # checked once here, not as one failed row per configuration
         from ..validation import check_device
 
