@@ -1,15 +1,18 @@
-"""Issue 5's accuracy guard: a fixed-seed 2,000-iteration LV-GP-GP (IW) run on power, test log density.
+"""Issue 5's accuracy guard: a fixed-seed 2,000-iteration run on power (default LV-GP-GP by IW,
+K = 5, M = 64), test log density.
 
 Run it on two versions of the code and compare (they must agree within 0.02 nats):
 
     git worktree add /tmp/old 0e1cb16
     .venv/bin/python benchmarks/accuracy_check.py /tmp/old & .venv/bin/python benchmarks/accuracy_check.py .
+    # the VI path: add  --spec GP-GP-GP --method vi
 
 The first argument is the checkout whose ``src/deepgp`` is imported (ahead of the installed one).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import sys
@@ -20,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[1] / "shared" / "data" / "uci" / "power.csv.gz"
 
 
-def main(checkout: str) -> None:
+def main(checkout: str, spec: str = "LV-GP-GP", method: str = "iw") -> None:
     sys.path.insert(0, str(Path(checkout).resolve() / "src"))
     sys.path.insert(0, str(HERE))
     torch = importlib.import_module("torch")
@@ -28,13 +31,19 @@ def main(checkout: str) -> None:
     split = importlib.import_module("core_power").split
     torch.set_num_threads(1)
     X, Y, Xt, Yt = split(DATA)
-    model = deepgp.DeepGP.from_spec("LV-GP-GP", X, Y, num_inducing=64, seed=0)
+    model = deepgp.DeepGP.from_spec(spec, X, Y, num_inducing=64, seed=0)
     start = time.time()
-    deepgp.fit(model, X, Y, method="iw", num_samples=5, iterations=2000, seed=0, progress=False)
+    deepgp.fit(model, X, Y, method=method, num_samples=5 if method == "iw" else 1, iterations=2000, seed=0, progress=False)
     seconds = time.time() - start
     logp = float(model.predictive_log_density(Xt, Yt, 2000, seed=0).mean())
-    print(json.dumps(dict(code=checkout, file=deepgp.__file__, seconds=round(seconds, 1), mixture=logp)), flush=True)
+    print(json.dumps(dict(code=checkout, file=deepgp.__file__, spec=spec, method=method, seconds=round(seconds, 1),
+                          mixture=logp)), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else ".")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkout", nargs="?", default=".")
+    parser.add_argument("--spec", default="LV-GP-GP")
+    parser.add_argument("--method", choices=("vi", "iw"), default="iw")
+    args = parser.parse_args()
+    main(args.checkout, args.spec, args.method)

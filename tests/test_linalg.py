@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from deepgp.linalg import CholeskyError, cholesky, gram, matmul_nt, seeded, standard_normal
+from deepgp.linalg import CholeskyError, cholesky, gram, inverse_cholesky, matmul_nt, seeded, standard_normal
 
 
 def test_seeded_is_reproducible_and_restores_the_callers_stream():
@@ -48,3 +48,30 @@ def test_thin_batched_products_match_matmul_with_gradients():
     assert torch.allclose(gram(A), A @ A.mT)
     assert torch.autograd.gradcheck(matmul_nt, (A, Bt))
     assert torch.autograd.gradcheck(gram, (A,))
+
+
+def _rbf_gram(Z):
+    return torch.exp(-0.5 * torch.cdist(Z, Z).square())
+
+
+def test_inverse_cholesky_and_its_gradient_match_autograd_through_cholesky_and_solve():
+    torch.manual_seed(0)
+    Z = torch.randn(2, 9, 3, dtype=torch.float64, requires_grad=True)  # a batch of two
+    G = torch.randn(2, 9, 9, dtype=torch.float64)
+    eye = torch.eye(9, dtype=torch.float64)
+    T_ref = torch.linalg.solve_triangular(torch.linalg.cholesky(_rbf_gram(Z) + 1e-6 * eye), eye, upper=False)
+    T = inverse_cholesky(_rbf_gram(Z), 1e-6)
+    torch.testing.assert_close(T, T_ref)
+    (g_ref,) = torch.autograd.grad((T_ref * G).sum(), Z)
+    (g,) = torch.autograd.grad((T * G).sum(), Z)
+    torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-10)
+    assert torch.autograd.gradcheck(lambda Z: inverse_cholesky(_rbf_gram(Z), 1e-6), (Z[0].detach().requires_grad_(),))
+
+
+def test_inverse_cholesky_retries_with_jitter_then_reports():
+    A = torch.ones(3, 3, dtype=torch.float64)
+    T = inverse_cholesky(A, jitter=0.0)
+    L = torch.linalg.inv(T)
+    assert torch.allclose(L @ L.T, A, atol=1e-5)
+    with pytest.raises(CholeskyError, match="my matrix"):
+        inverse_cholesky(-torch.eye(3, dtype=torch.float64), where="my matrix")

@@ -54,6 +54,39 @@ def cholesky(
     )
 
 
+class _InverseCholesky(torch.autograd.Function):
+    # backward: with T = L⁻¹, dT = −Φ(T dA Tᵀ) T (Φ: lower triangle, halved diagonal), so
+    # ∂f/∂A = −Tᵀ Φ(ḠTᵀ) T, symmetrised: three M×M GEMMs. Autograd's chain through cholesky and
+    # solve_triangular does three triangular solves and more passes (measured in benchmarks/README.md).
+    @staticmethod
+    def forward(ctx, A, jitter, where):
+        L = cholesky(A, jitter, where=where)
+        eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
+        T = torch.linalg.solve_triangular(L, eye, upper=False)
+        ctx.save_for_backward(T)
+        return T
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        (T,) = ctx.saved_tensors
+        phi = (grad @ T.mT).tril_()
+        phi.diagonal(dim1=-2, dim2=-1).mul_(0.5)
+        B = T.mT @ phi @ T
+        return -0.5 * (B + B.mT), None, None
+
+
+def inverse_cholesky(
+    A: torch.Tensor, jitter: float = DEFAULT_JITTER, where: str = "a covariance"
+) -> torch.Tensor:
+    """L⁻¹ [..., n, n] (lower-triangular) for L the Cholesky factor of ``A + jitter * I``.
+
+    The factorisation retries with more jitter exactly as :func:`cholesky`. Differentiable in A
+    (a symmetric matrix: the gradient returned is symmetric), not twice.
+    """
+    return _InverseCholesky.apply(A, jitter, where)
+
+
 def standard_normal(shape, like: torch.Tensor) -> torch.Tensor:
     """Standard normal draws of ``shape`` with ``like``'s dtype and device.
 

@@ -111,3 +111,28 @@ def test_cholesky_retries_with_more_jitter_only_where_needed():
     L = cholesky(A, jitter=1e-8)
     torch.testing.assert_close(L[0], torch.eye(3, dtype=torch.float64) * (1 + 1e-8) ** 0.5)
     assert torch.isfinite(L).all()
+
+
+def test_marginal_conditional_gradients_match_autograd_of_the_plain_formula():
+    """The marginal path's hand-written backward (GPLayer.conditional, full_cov=False) against
+    autograd through the textbook expression, for every parameter and the inputs."""
+    layer = random_layer(M=7, D=2, L=3)
+    H = torch.randn(5, 1, 2, dtype=torch.float64, requires_grad=True)
+    g_mean, g_var = torch.randn(5, 1, 3, dtype=torch.float64), torch.randn(5, 1, 3, dtype=torch.float64)
+    params = [H, layer.Z, layer.q_mu, layer.q_sqrt, *layer.kernel.parameters()]
+
+    def plain():
+        k, Z = layer.kernel, layer.Z
+        Lz = torch.linalg.cholesky(k.K(Z, Z) + layer.jitter * torch.eye(7, dtype=torch.float64))
+        A = torch.linalg.solve_triangular(Lz, k.K(Z, H[:, 0]), upper=False)  # [M, n]
+        m, R = layer.q_mu, torch.tril(layer.q_sqrt)
+        RtA = R.mT @ A  # [L, M, n]
+        var = k.K_diag(H[:, 0]).unsqueeze(-1) - A.square().sum(0).unsqueeze(-1) + RtA.square().sum(1).T
+        return (A.T @ m).unsqueeze(1), var.unsqueeze(1)
+
+    grads = []
+    for moments in (plain, lambda: layer.conditional(H)):
+        mean, var = moments()
+        grads.append(torch.autograd.grad((mean * g_mean).sum() + (var * g_var).sum(), params))
+    for g, g_ref in zip(*grads[::-1]):
+        torch.testing.assert_close(g, g_ref, rtol=1e-8, atol=1e-10)
