@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -224,11 +225,17 @@ def median_round(runs: list[list[dict]]) -> list[dict]:
         if not recs:
             out.append(first)
             continue
-        recs.sort(key=lambda r: r["median_s"])
-        pick = dict(recs[(len(recs) - 1) // 2])
-        pick["round_medians_s"] = [r["median_s"] for r in recs]
+        pick = dict(sorted(recs, key=lambda r: r["median_s"])[(len(recs) - 1) // 2])
+        pick["round_medians_s"] = [rs[i].get("median_s") for rs in runs]  # in round order, None if failed
         out.append(pick)
     return out
+
+
+def paired_ratio(peer: dict, mine: dict) -> float | None:
+    """Median over rounds of peer / deepgp, each round's two processes run minutes apart: steadier
+    than the ratio of the two medians when the shared machine's speed drifts between rounds."""
+    pairs = [p / m for p, m in zip(peer.get("round_medians_s", []), mine.get("round_medians_s", [])) if p and m]
+    return statistics.median(pairs) if pairs else None
 
 
 def fmt(x, spec=".1f", scale=1.0):
@@ -258,17 +265,19 @@ def table(results: list[dict]) -> str:
     if peers:
         ours = {(r["model"], r["threads"]): r for r in results if r.get("name") == "deepgp"}
         rows += ["", "| peer (GP-GP-GP VI, 1 sample) | threads | ms/iter (median) | IQR ms | peak RSS MB "
-                 "| deepgp ms | peer / deepgp | load 1-min | other cores busy |", "|---|---|---|---|---|---|---|---|---|"]
+                 "| deepgp ms | peer / deepgp | peer / deepgp, median of per-round ratios | load 1-min | other cores busy |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
         for r in peers:
             if r.get("failed"):
-                rows.append(f"| {r['label']} | {r.get('threads', '—')} | failed: {r['error'][:120]} | | | | | | |")
+                rows.append(f"| {r['label']} | {r.get('threads', '—')} | failed: {r['error'][:120]} | | | | | | | |")
                 continue
             mine = ours.get(("GP-GP-GP", r["threads"]))
             ratio = f"{r['median_s'] / mine['median_s']:.2f}" if mine else "—"
+            paired = fmt(paired_ratio(r, mine), ".2f") if mine else "—"
             rows.append(
                 f"| {r['name']} {r.get('version', '')} | {r['threads']} | {fmt(r['median_s'], '.1f', 1e3)} "
                 f"| {fmt(r['q1_s'], '.1f', 1e3)}–{fmt(r['q3_s'], '.1f', 1e3)} | {r['peak_rss_mb']:.0f} "
-                f"| {fmt(mine['median_s'] if mine else None, '.1f', 1e3)} | {ratio} | {r['loadavg_before']:.2f} "
+                f"| {fmt(mine['median_s'] if mine else None, '.1f', 1e3)} | {ratio} | {paired} | {r['loadavg_before']:.2f} "
                 f"| {fmt(r.get('other_cores_busy'), '.2f')} |"
             )
     return "\n".join(rows)

@@ -123,12 +123,12 @@ class GPLayer(nn.Module):
         return 0.5 * (R.square().sum() + m.square().sum() - self.num_gps * self.num_inducing - logdet)
 
     # -- the conditional ----------------------------------------------------------------------
-    # Layouts: the marginal path keeps A = Lz⁻¹K(Z, H) as [M, GP] (one GEMM for all GPs); the
-    # joint path keeps Aᵀ as [G, P, M] so per-group products are batched GEMMs on contiguous
-    # memory (no permuted copies of [GP, M] tensors in the hot path). Lz⁻¹ is formed explicitly
-    # (an M×M triangular solve per step): a GEMM with it is faster here than a triangular solve
-    # with GP right-hand sides, and it lets the marginal path stack [Lz⁻¹; R_lᵀLz⁻¹] into one
-    # GEMM with K(Z, H). cond(Lz) ≤ ~1e4 with the 1e-6 jitter, harmless in float64.
+    # Layouts: the marginal path keeps A = Lz⁻¹K(Z, H) as [M, GP] and all R_lᵀA as one [LM, GP]
+    # GEMM (_MarginalMoments); the joint path keeps Aᵀ as [G, P, M] so per-group products are
+    # batched GEMMs on contiguous memory (no permuted copies of [GP, M] tensors in the hot path).
+    # Lz⁻¹ is formed explicitly (linalg.inverse_cholesky, an M×M triangular solve per step): a
+    # GEMM with it is faster here than a triangular solve with GP right-hand sides.
+    # cond(Lz) ≤ ~1e4 with the 1e-6 jitter, harmless in float64.
     def _Lz_inv(self) -> torch.Tensor:
         """Lz⁻¹ [M, M] (lower-triangular), Lz the Cholesky factor of K(Z, Z).
 
