@@ -49,7 +49,8 @@ GEMM_SHAPE = (640, 128, 2560)
 
 # -- FLOP counts ------------------------------------------------------------------------------
 # A multiply-add counts 2; backward ≈ 2 × forward. our_flops follows src/deepgp/layers/gp.py:
-# groups of one point (P = 1) take mean and variances through R_lᵀA for every GP (2·L·M²·n);
+# groups of one point (P = 1) take mean and variances through R_lᵀA for every GP (on 2×2
+# blocks of the triangular R_l: 1.5·L·M²·n);
 # groups of K > 1 points (IW after an LV layer) draw one inducing vector per group v = m + Rε
 # (2·L·M²·G) plus the K×K Cholesky of the prior conditional. dense_flops is REFERENCE.md §7.
 
@@ -65,8 +66,11 @@ def _gp_common(M: int, D: int, n: int) -> float:
 
 
 def _gp_marginal(M: int, D: int, L: int, n: int) -> float:
-    """GPLayer.conditional, P = 1 path: mean Aᵀm, R_lᵀA for every l, variances, diag of Q."""
-    return _gp_common(M, D, n) + 2.0 * M * n * L + 2.0 * L * M * M * n + 2.0 * L * M * n + 2.0 * M * n
+    """GPLayer.conditional, P = 1 path: mean Aᵀm, R_lᵀA for every l on 2×2 blocks (¾ of the
+    dense 2·L·M²·n: the zero block of the triangular R_l is skipped), variances, diag of Q."""
+    h = M // 2
+    triangular = 2.0 * L * (h * M + (M - h) ** 2) * n
+    return _gp_common(M, D, n) + 2.0 * M * n * L + triangular + 2.0 * L * M * n + 2.0 * M * n
 
 
 def _gp_grouped(M: int, D: int, L: int, G: int, P: int) -> float:

@@ -25,39 +25,54 @@ class _MarginalMoments(torch.autograd.Function):
     """The marginal path's products and moments, with a backward written for this machine class.
 
     Forward: A = Lz⁻¹K [M, n] from Lz⁻¹ [M, M] and K = K(Z, H) [M, n], then R_lᵀA for all L GPs
-    as one GEMM of the stacked [R_1ᵀ; …; R_Lᵀ] [LM, M] (R [L, M, M]); returns mean = Aᵀm [n, L]
-    and ||R_lᵀa_n||² − ||a_n||² [n, L] (the variance less k(h, h)).
+    (R [L, M, M], lower-triangular: its strict upper triangle is never read); returns
+    mean = Aᵀm [n, L] and ||R_lᵀa_n||² − ||a_n||² [n, L] (the variance less k(h, h)).
 
-    Two products rather than one of [Lz⁻¹; R_lᵀLz⁻¹] with K: forming R_lᵀLz⁻¹ (and its two
-    backward products) cost a sixth more FLOPs at B = 512. The backward builds the gradients of
-    A and R_lᵀA in contiguous buffers; autograd's graph of the same expression concatenated the
-    split's gradients and added the square, expand and multiply passes of each norm.
+    R_lᵀA is a triangular product, computed on 2×2 blocks (h = M // 2 rows on top):
+        top_l = R_l[:, :h]ᵀ A      [h, n]       bottom_l = R_l[h:, h:]ᵀ A[h:]      [M − h, n]
+    each stacked over l into one GEMM: ¾ of the dense FLOPs, forward and backward (the zero block
+    R_l[:h, h:] is skipped). The norms sum over rows, so top and bottom need not be re-joined.
+    Two products (A, then R_lᵀA) rather than one of [Lz⁻¹; R_lᵀLz⁻¹] with K: forming R_lᵀLz⁻¹
+    cost a sixth more FLOPs at B = 512. The backward builds the gradients of A and R_lᵀA in
+    contiguous buffers; autograd's graph of the same expression concatenated the split's
+    gradients and added the square, expand and multiply passes of each norm.
     """
 
     @staticmethod
     def forward(ctx, Lz_inv, K, R, m):
-        M, L = m.shape
+        (M, L), n = m.shape, K.shape[-1]
+        h = M // 2
         A = Lz_inv @ K
-        Rt = R.mT.reshape(L * M, M)  # a copy of M×M blocks, so that R_lᵀA is one GEMM
-        RtA = (Rt @ A).view(L, M, -1)
-        ctx.save_for_backward(Lz_inv, K, Rt, m, A, RtA)
-        return A.T @ m, RtA.square().sum(1).T - A.square().sum(0).unsqueeze(-1)
+        # copies of R's two lower blocks, transposed and stacked over l: one GEMM each
+        top_t = R[:, :, :h].mT.reshape(L * h, M)
+        bot_t = R[:, h:, h:].mT.reshape(L * (M - h), M - h)
+        top, bot = (top_t @ A).view(L, h, n), (bot_t @ A[h:]).view(L, M - h, n)
+        ctx.save_for_backward(Lz_inv, K, top_t, bot_t, m, A, top, bot)
+        var = top.square().sum(1) + bot.square().sum(1)  # ||R_lᵀa_n||² [L, n]
+        return A.T @ m, var.T - A.square().sum(0).unsqueeze(-1)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_mean, g_var):
-        Lz_inv, K, Rt, m, A, RtA = ctx.saved_tensors
-        M, L = m.shape
+        Lz_inv, K, top_t, bot_t, m, A, top, bot = ctx.saved_tensors
+        (M, L), n = m.shape, A.shape[-1]
+        h = M // 2
         # ∂/∂(R_lᵀA) = 2 R_lᵀA · g_var_l; the scale made contiguous first: broadcasting the
         # transposed [L, n] view over M makes the multiply a strided scalar loop (4× slower)
-        gRtA = (RtA * (2.0 * g_var.T).contiguous().unsqueeze(1)).view(L * M, -1)
-        gA = torch.addmm(m @ g_mean.T, Rt.T, gRtA)  # from mean = Aᵀm and from R_lᵀA
+        scale = (2.0 * g_var.T).contiguous().unsqueeze(1)
+        g_top, g_bot = (top * scale).view(L * h, n), (bot * scale).view(L * (M - h), n)
+        gA = torch.addmm(m @ g_mean.T, top_t.T, g_top)  # from mean = Aᵀm and from the top blocks
+        gA[h:].addmm_(bot_t.T, g_bot)  # from the bottom blocks
         gA.addcmul_(A, g_var.sum(1), value=-2.0)  # from −||a_n||², shared by the L GPs
         gLz_inv = gA @ K.T if ctx.needs_input_grad[0] else None
         gK = Lz_inv.T @ gA if ctx.needs_input_grad[1] else None
-        # ∂/∂R_l = A(∂/∂R_lᵀA)ᵀ as column blocks of one [M, LM] product: this orientation runs
-        # 0.77× the time of (∂/∂R_lᵀA)Aᵀ here (MKL, 1 thread; benchmarks/README.md)
-        gR = (A @ gRtA.T).view(M, L, M).permute(1, 0, 2) if ctx.needs_input_grad[2] else None
+        gR = None
+        if ctx.needs_input_grad[2]:
+            # ∂/∂R_l = A(∂/∂R_lᵀA)ᵀ block by block, each as column blocks of one product: this
+            # orientation ran 0.77× the time of (∂/∂R_lᵀA)Aᵀ here (MKL, 1 thread)
+            gR = A.new_zeros(L, M, M)
+            gR[:, :, :h] = (A @ g_top.T).view(M, L, h).transpose(0, 1)
+            gR[:, h:, h:] = (A[h:] @ g_bot.T).view(M - h, L, M - h).transpose(0, 1)
         gm = A @ g_mean if ctx.needs_input_grad[3] else None
         return gLz_inv, gK, gR, gm
 
@@ -123,8 +138,8 @@ class GPLayer(nn.Module):
         return 0.5 * (R.square().sum() + m.square().sum() - self.num_gps * self.num_inducing - logdet)
 
     # -- the conditional ----------------------------------------------------------------------
-    # Layouts: the marginal path keeps A = Lz⁻¹K(Z, H) as [M, GP] and all R_lᵀA as one [LM, GP]
-    # GEMM (_MarginalMoments); the joint path keeps Aᵀ as [G, P, M] so per-group products are
+    # Layouts: the marginal path keeps A = Lz⁻¹K(Z, H) as [M, GP] and R_lᵀA as two GEMMs over
+    # all L GPs, the triangular product's blocks (_MarginalMoments); the joint path keeps Aᵀ as [G, P, M] so per-group products are
     # batched GEMMs on contiguous memory (no permuted copies of [GP, M] tensors in the hot path).
     # Lz⁻¹ is formed explicitly (linalg.inverse_cholesky, an M×M triangular solve per step): a
     # GEMM with it is faster here than a triangular solve with GP right-hand sides.
