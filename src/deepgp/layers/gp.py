@@ -25,8 +25,9 @@ class _MarginalMoments(torch.autograd.Function):
     """The marginal path's products and moments, with a backward written for this machine class.
 
     Forward: A = Lz⁻¹K [M, n] from Lz⁻¹ [M, M] and K = K(Z, H) [M, n], then R_lᵀA for all L GPs
-    (R [L, M, M], lower-triangular: its strict upper triangle is never read); returns
-    mean = Aᵀm [n, L] and ||R_lᵀa_n||² − ||a_n||² [n, L] (the variance less k(h, h)).
+    (R [L, M, M] must be lower-triangular: the block R_l[:h, h:] is never read, so the result is
+    R_lᵀA only when that block is zero); returns mean = Aᵀm [n, L] and ||R_lᵀa_n||² − ||a_n||²
+    [n, L] (the variance less k(h, h)).
 
     R_lᵀA is a triangular product, computed on 2×2 blocks (h = M // 2 rows on top):
         top_l = R_l[:, :h]ᵀ A      [h, n]       bottom_l = R_l[h:, h:]ᵀ A[h:]      [M − h, n]
@@ -139,8 +140,9 @@ class GPLayer(nn.Module):
 
     # -- the conditional ----------------------------------------------------------------------
     # Layouts: the marginal path keeps A = Lz⁻¹K(Z, H) as [M, GP] and R_lᵀA as two GEMMs over
-    # all L GPs, the triangular product's blocks (_MarginalMoments); the joint path keeps Aᵀ as [G, P, M] so per-group products are
-    # batched GEMMs on contiguous memory (no permuted copies of [GP, M] tensors in the hot path).
+    # all L GPs, the triangular product's blocks (_MarginalMoments); the joint path keeps Aᵀ as
+    # [G, P, M] so per-group products are batched GEMMs on contiguous memory (no permuted copies
+    # of [GP, M] tensors in the hot path).
     # Lz⁻¹ is formed explicitly (linalg.inverse_cholesky, an M×M triangular solve per step): a
     # GEMM with it is faster here than a triangular solve with GP right-hand sides.
     # cond(Lz) ≤ ~1e4 with the 1e-6 jitter, harmless in float64.
