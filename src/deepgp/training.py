@@ -35,6 +35,22 @@ class _Batches:
         return idx
 
 
+# glibc gives the top of its heap back to the OS whenever more than its trim threshold is free
+# there, and each page of it used again page-faults on first touch. An IW step frees its whole
+# graph at its end: 600-1,500 faults per LV-GP-GP-GP step, 2-7 ms of kernel time per ~170 ms
+# step on the 2-core VM of benchmarks/README.md. glibc raises the trim threshold itself (to
+# twice the block, at most 2 × 32 MiB) when it frees a large mmapped block; allocating and
+# freeing one such block before the loop gets there at once: ~20 faults per step after it.
+# No setting is changed (under any other allocator this is a plain allocation), and the block
+# is never touched, so it costs nothing.
+_GLIBC_MMAP_THRESHOLD_MAX = 32 << 20
+
+
+def _settle_heap(device: torch.device) -> None:
+    if device.type == "cpu":
+        torch.empty(_GLIBC_MMAP_THRESHOLD_MAX - (1 << 20), dtype=torch.uint8)  # allocated and freed at once
+
+
 def _adam(params, lr: float) -> torch.optim.Adam:
     """Adam, fused into one kernel per step where this torch supports it (CPU: torch ≥ 2.4):
     measured 0.7 vs 2.6 ms per step for the 18 tensors of LV-GP-GP-GP, same update."""
@@ -122,6 +138,7 @@ def fit(
                 )
                 os.replace(tmp, checkpoint)  # atomic: an interrupted save never corrupts the last one
 
+        _settle_heap(model.device)
         bar = tqdm(total=iterations, initial=start, disable=not progress, desc=f"{model.spec} {method}", leave=False)
         model.train()
         for t in range(start, iterations):
