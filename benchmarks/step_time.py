@@ -279,7 +279,7 @@ def table(results: list[dict]) -> str:
             ratio = f"{r['median_s'] / mine['median_s']:.2f}" if mine else "—"
             paired = fmt(paired_ratio(r, mine), ".2f") if mine else "—"
             rows.append(
-                f"| {r['name']} {r.get('version', '')} | {r['threads']} | {fmt(r['median_s'], '.1f', 1e3)} "
+                f"| {r['name']} {r.get('version', '')} {r.get('dtype', 'float64')} | {r['threads']} | {fmt(r['median_s'], '.1f', 1e3)} "
                 f"| {fmt(r['q1_s'], '.1f', 1e3)}–{fmt(r['q3_s'], '.1f', 1e3)} | {r['peak_rss_mb']:.0f} "
                 f"| {fmt(mine['median_s'] if mine else None, '.1f', 1e3)} | {ratio} | {paired} | {r['loadavg_before']:.2f} "
                 f"| {fmt(r.get('other_cores_busy'), '.2f')} |"
@@ -300,6 +300,8 @@ def main(argv=None) -> None:
     p.add_argument("--json", help="write all results and the machine description to this file")
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                    help="deepgp's dtype (float32: the opt-in fast mode; floors stay float64 counts and rates)")
+    p.add_argument("--peers-dtype", default="float64", choices=("float64", "float32"),
+                   help="the peers' dtype (default float64, the issue's setting, whatever --dtype is)")
     p.add_argument("--rounds", type=int, default=1,
                    help="repeat every process this many times, round-robin; report the median round of each")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -335,7 +337,8 @@ def main(argv=None) -> None:
                         results.append(dict(name=name, threads=t, failed=True,
                                             error=f"{args.peers_python} not found (see benchmarks/requirements-peers.txt)"))
                         continue
-                    cmd = [args.peers_python, str(HERE / "peers" / script), "--threads", str(t), *common_args]
+                    cmd = [args.peers_python, str(HERE / "peers" / script), "--threads", str(t), *common_args,
+                           "--dtype", args.peers_dtype]
                     rec = run(cmd, f"{name} threads={t}")
                     rec.setdefault("threads", t)
                     results.append(rec)
@@ -344,7 +347,7 @@ def main(argv=None) -> None:
     print(f"\ncommit {info['commit']}{' + uncommitted src/ diff ' + info['src_diff_sha256'] if info['src_modified'] else ''}, "
           f"{info['date_utc']}, {info['cpu']} ({info['cores']} cores), "
           f"torch {info['torch']} ({info['blas']}), dataset {args.dataset}, B={common.BATCH}, M={common.INDUCING}, "
-          f"{common.HIDDEN} hidden GPs, {args.dtype}, median of {args.iterations} iterations after {args.warmup} warm-up"
+          f"{common.HIDDEN} hidden GPs, {args.dtype} (peers {args.peers_dtype}), median of {args.iterations} iterations after {args.warmup} warm-up"
           f"{f', median of {args.rounds} rounds' if args.rounds > 1 else ''}\n")
     print(table(results))
     if args.json:

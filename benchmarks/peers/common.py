@@ -124,6 +124,8 @@ def peer_args():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--iterations", type=int, default=100, help="timed iterations (after warm-up)")
     p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
+                   help="the peer's floating-point type (float64 is the issue's setting)")
     return p.parse_args()
 
 

@@ -1,12 +1,12 @@
 """GPyTorch 1.15 deep GP (GP-GP-GP, doubly stochastic VI, 1 sample): seconds per training iteration.
 
     .venv-peers/bin/python benchmarks/peers/gpytorch_dgp.py [--dataset kin8nm] [--threads 1]
-        [--iterations 100] [--warmup 20]
+        [--iterations 100] [--warmup 20] [--dtype float64|float32]
 
 The model follows GPyTorch's documented DeepGP recipe (DeepGPLayer + VariationalStrategy with a
 CholeskyVariationalDistribution, learned inducing inputs, ScaleKernel(RBF, ARD), LinearMean,
 DeepApproximateMLL(VariationalELBO)), at the benchmark setting of deepgp's step_time.py: two
-hidden layers of 5 GPs, a final layer of 1 GP, M=128, B=512, float64, Adam (lr 0.005), one
+hidden layers of 5 GPs, a final layer of 1 GP, M=128, B=512, float64 (or float32 with --dtype), Adam (lr 0.005), one
 likelihood sample (``num_likelihood_samples(1)``, deepgp's VI with 1 sample). Differences from
 deepgp's GP-GP-GP that GPyTorch's API implies: each of the 5 GPs of a layer has its own inducing
 inputs (batched), hidden layers output the 5 GP values (+ linear mean) instead of deepgp's
@@ -70,8 +70,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     Xn, Yn = common.load_dataset(args.dataset)
-    X, Y = torch.from_numpy(Xn), torch.from_numpy(Yn[:, 0])
-    model = GPGPGP(X, common.INDUCING, common.HIDDEN).double()
+    dtype = getattr(torch, args.dtype)
+    X, Y = torch.from_numpy(Xn).to(dtype), torch.from_numpy(Yn[:, 0]).to(dtype)
+    model = GPGPGP(X, common.INDUCING, common.HIDDEN).to(dtype)
     model.likelihood.noise = 0.01
     mll = DeepApproximateMLL(VariationalELBO(model.likelihood, model, X.shape[0]))
     opt = torch.optim.Adam(model.parameters(), lr=0.005)
@@ -93,7 +94,7 @@ def main() -> None:
                 raise SystemExit("GPyTorch loss became non-finite")
             clock.tick()
     common.emit(dict(name="GPyTorch", version=gpytorch.__version__, model="GP-GP-GP", method="vi", num_samples=1,
-                     threads=args.threads, dataset=args.dataset, torch=torch.__version__, final_loss=loss.item(),
+                     threads=args.threads, dataset=args.dataset, dtype=args.dtype, torch=torch.__version__, final_loss=loss.item(),
                      other_cores_busy=clock.other_cores_busy(), **common.step_stats(clock.stamps, args.warmup)))
 
 
