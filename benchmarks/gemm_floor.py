@@ -27,8 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
 import common  # noqa: E402
-
-MODELS = {"GP-GP-GP": ("vi", 1), "LV-GP-GP": ("iw", 5), "LV-GP-GP-GP": ("iw", 5)}
+from step_time import MODELS  # noqa: E402  (model -> (method, K), the same settings as step_time.py)
 
 
 def worker(model_name: str, threads: int, dataset: str, steps: int, replays: int) -> None:
