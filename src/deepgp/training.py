@@ -1,8 +1,8 @@
 """The training loop: Adam on everything but the final layer's q(v), natural gradients on it.
 
 One fused step per iteration: one minibatch, one forward pass of the bound, one backward pass
-that yields both the Adam gradients and the gradient in the final layer's expectation
-parameters. (The paper's code made two passes on two minibatches, NG then Adam; the fused step
+that yields both the Adam gradients and, by the chain rule, the gradient in the final layer's
+expectation parameters. (The paper's code made two passes on two minibatches, NG then Adam; the fused step
 costs half and is a legitimate simplification — both are stochastic ascent on the same bound.)
 """
 
@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .linalg import seeded
-from .natgrad import expectation_parameters, natgrad_step
+from .natgrad import expectation_gradients, natgrad_step
 from .objectives import check_inner_sampling
 from .validation import as_xy, check_positive_int
 
@@ -145,13 +145,9 @@ def fit(
             idx = batches.next()
             xb, yb = X[idx], Y[idx]
             adam.zero_grad(set_to_none=True)
-            if natgrad:
-                with expectation_parameters(final) as (eta1, eta2):
-                    bound = model.elbo(xb, yb, method, num_samples, inner_sampling)
-                    (-bound).backward()
-            else:
-                bound = model.elbo(xb, yb, method, num_samples, inner_sampling)
-                (-bound).backward()
+            final.q_mu.grad = final.q_sqrt.grad = None  # outside Adam when natgrad: cleared here
+            bound = model.elbo(xb, yb, method, num_samples, inner_sampling)
+            (-bound).backward()
             value = bound.item()
             if not np.isfinite(value):
                 raise FloatingPointError(
@@ -160,8 +156,9 @@ def fit(
             adam.step()
             schedule.step()
             if natgrad:
-                # ∂F/∂η = −∂loss/∂η; γ decays on the same staircase as the learning rate
-                natgrad_step(final, -eta1.grad, -eta2.grad, gamma * decay ** ((t + 1) // decay_every))
+                # ∂F/∂η from ∂F/∂(m, R) = −∂loss/∂(m, R); γ decays on the same staircase as the learning rate
+                grad_eta = expectation_gradients(final, -final.q_mu.grad, -final.q_sqrt.grad)
+                natgrad_step(final, *grad_eta, gamma * decay ** ((t + 1) // decay_every))
             history.append(value)
             bar.update(1)
             if t % 25 == 0:
