@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import deepgp
-from deepgp.linalg import cholesky, seeded
+from deepgp.linalg import CholeskyError, cholesky, seeded
 from deepgp.natgrad import expectation_gradients, expectation_parameters, natgrad_step
 
 
@@ -84,6 +84,16 @@ def test_expectation_gradients_by_chain_rule_equal_autograd_through_eta(spec):
     g1, g2 = expectation_gradients(layer, layer.q_mu.grad, layer.q_sqrt.grad)
     torch.testing.assert_close(g1, eta1.grad, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(g2, 0.5 * (eta2.grad + eta2.grad.mT), rtol=1e-9, atol=1e-9)
+
+
+def test_expectation_gradients_refuse_a_singular_q_factor():
+    model, _, _ = gp_model()
+    layer = model.final_layer
+    with torch.no_grad():
+        layer.q_sqrt[0, 2, 2] = 0.0
+    g_m, g_R = torch.ones_like(layer.q_mu), torch.ones_like(layer.q_sqrt)
+    with pytest.raises(CholeskyError, match="q\\(v\\) covariance of the final GP layer is singular"):
+        expectation_gradients(layer, g_m, g_R)
 
 
 def replicate(model, x, y, method, K, reps, seed):

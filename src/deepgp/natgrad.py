@@ -55,6 +55,8 @@ def expectation_gradients(layer: GPLayer, grad_m: torch.Tensor, grad_R: torch.Te
     m, R = (t.double() for t in layer.q())
     eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
     R_inv = torch.linalg.solve_triangular(R, eye, upper=False)
+    if not bool(torch.isfinite(R_inv).all()):
+        raise CholeskyError(f"q(v) covariance of {layer.name} is singular (a zero on the diagonal of q_sqrt)")
     phi = (R.mT @ grad_R.double()).tril_()
     phi.diagonal(dim1=-2, dim2=-1).mul_(0.5)
     B = R_inv.mT @ phi @ R_inv

@@ -2,8 +2,9 @@
 
 One fused step per iteration: one minibatch, one forward pass of the bound, one backward pass
 that yields both the Adam gradients and, by the chain rule, the gradient in the final layer's
-expectation parameters. (The paper's code made two passes on two minibatches, NG then Adam; the fused step
-costs half and is a legitimate simplification — both are stochastic ascent on the same bound.)
+expectation parameters. (The paper's code made two passes on two minibatches, NG then Adam; the
+fused step costs half and is a legitimate simplification — both are stochastic ascent on the same
+bound.)
 """
 
 from __future__ import annotations
