@@ -155,9 +155,23 @@ class GPLayer(nn.Module):
         Z = self.Z.double()  # the kernel's float32 parameters promote to float64 against it
         return inverse_cholesky(self.kernel.K(Z, Z), self.jitter, where=f"K(Z, Z) of {self.name}").to(self.Z.dtype)
 
-    def _whiten(self, H: torch.Tensor):
-        """Lz⁻¹ [M, M] and K(Z, H) [M, GP] for H [G, P, D_in] (the marginal path's layout)."""
-        return self._Lz_inv(), self.kernel.K(self.Z, H.reshape(-1, H.shape[-1]))
+    def _whiten(self, H: torch.Tensor, point_major: bool = False):
+        """Lz⁻¹ [M, M] and K(Z, H) [M, GP] (``point_major``: K(H, Z) [GP, M]) for H [G, P, D_in].
+
+        In float64 one kernel call gives both: K(Z, Z) is the first M columns (rows) of
+        K(Z, [Z; H]) (K([Z; H], Z)). Two calls dispatched the kernel's ≈ 60 operations (forward and
+        backward) twice per layer; one call made the GP-GP-GP VI forward + backward 0.96× at 2
+        threads (benchmarks/README.md, seventh session). In float32 K(Z, Z) is its own float64
+        call (:meth:`_Lz_inv`).
+        """
+        Hf = H.reshape(-1, H.shape[-1])
+        if self.Z.dtype != torch.float64:
+            return self._Lz_inv(), (self.kernel.K(Hf, self.Z) if point_major else self.kernel.K(self.Z, Hf))
+        ZH = torch.cat([self.Z, Hf])
+        K = self.kernel.K(ZH, self.Z) if point_major else self.kernel.K(self.Z, ZH)
+        # split, not two slices: its backward writes both gradients into one buffer in one pass
+        Kzz, cross = K.split([self.num_inducing, Hf.shape[0]], dim=0 if point_major else 1)
+        return inverse_cholesky(Kzz, self.jitter, where=f"K(Z, Z) of {self.name}"), cross
 
     def _prior_conditional(self, H: torch.Tensor, full_cov: bool):
         """Aᵀ = K(H, Z)Lz⁻ᵀ [G, P, M] (point-major, for the per-group products of the joint path)
@@ -165,7 +179,8 @@ class GPLayer(nn.Module):
         G, P, _ = H.shape
         # K(H, Z) [GP, M] straight from the kernel: forming Aᵀ as K(Z, H)ᵀLz⁻ᵀ would be a GEMM of
         # two transposed operands, 3× slower than this one (measured, 2560×128×128)
-        At = (self.kernel.K(H.reshape(-1, H.shape[-1]), self.Z) @ self._Lz_inv().mT).reshape(G, P, -1)
+        Lz_inv, Khz = self._whiten(H, point_major=True)
+        At = (Khz @ Lz_inv.mT).reshape(G, P, -1)
         if full_cov:
             Q = self.kernel.K(H, H) - gram(At)
         else:
