@@ -6,7 +6,7 @@ import torch
 
 import deepgp
 from deepgp.linalg import CholeskyError, cholesky, seeded
-from deepgp.natgrad import expectation_gradients, expectation_parameters, natgrad_step
+from deepgp.natgrad import expectation_parameters, natgrad_step, natgrad_step_q
 
 
 def gp_model(seed=0, n=40):
@@ -61,10 +61,11 @@ def test_one_natural_gradient_step_with_unit_step_reaches_the_optimum():
 
 
 @pytest.mark.parametrize("spec", ["GP", "GP-GP"])
-def test_expectation_gradients_by_chain_rule_equal_autograd_through_eta(spec):
-    # training maps ∂F/∂(m, R) to ∂F/∂η by hand; the definition differentiates through η leaves.
-    # Two outputs (L = 2 GPs in the final layer) and a negative diagonal entry in R: the bound
-    # depends on R only through RRᵀ, and the chain rule must hold for any triangular square root.
+def test_natgrad_step_from_q_gradients_equals_the_step_from_autograd_through_eta(spec):
+    # training takes the step from ∂F/∂(m, R) by the chain rule; the definition differentiates
+    # through η leaves. Two outputs (L = 2 GPs in the final layer) and a negative diagonal entry in
+    # R: the bound depends on R only through RRᵀ, and the chain rule must hold for any triangular
+    # square root.
     rng = np.random.default_rng(3)
     x = rng.uniform(-2, 2, (30, 2))
     y = np.column_stack([np.sin(2 * x[:, 0]), np.cos(x[:, 1])]) + 0.1 * rng.standard_normal((30, 2))
@@ -76,24 +77,31 @@ def test_expectation_gradients_by_chain_rule_equal_autograd_through_eta(spec):
         R.diagonal(dim1=-2, dim2=-1).copy_(0.5 + torch.rand(2, 8))
         R[1, 3, 3] *= -1.0
         layer.q_sqrt.copy_(R)
+    start = [p.detach().clone() for p in (layer.q_mu, layer.q_sqrt)]
     X, Y = torch.from_numpy(x), torch.from_numpy(y)
     with seeded(0), expectation_parameters(layer) as (eta1, eta2):
         model.elbo(X, Y).backward()
+    assert natgrad_step(layer, eta1.grad, eta2.grad, gamma=0.3) == 0.3
+    by_eta = [p.detach().clone() for p in (layer.q_mu, layer.q_sqrt)]
+    with torch.no_grad():
+        layer.q_mu.copy_(start[0])
+        layer.q_sqrt.copy_(start[1])
     with seeded(0):
         model.elbo(X, Y).backward()
-    g1, g2 = expectation_gradients(layer, layer.q_mu.grad, layer.q_sqrt.grad)
-    torch.testing.assert_close(g1, eta1.grad, rtol=1e-9, atol=1e-9)
-    torch.testing.assert_close(g2, 0.5 * (eta2.grad + eta2.grad.mT), rtol=1e-9, atol=1e-9)
+    assert natgrad_step_q(layer, layer.q_mu.grad, layer.q_sqrt.grad, gamma=0.3) == 0.3
+    assert not torch.equal(layer.q_mu, start[0])
+    torch.testing.assert_close(layer.q_mu, by_eta[0], rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(layer.q_sqrt, by_eta[1], rtol=1e-9, atol=1e-9)
 
 
-def test_expectation_gradients_refuse_a_singular_q_factor():
+def test_natgrad_step_refuses_a_singular_q_factor():
     model, _, _ = gp_model()
     layer = model.final_layer
     with torch.no_grad():
         layer.q_sqrt[0, 2, 2] = 0.0
     g_m, g_R = torch.ones_like(layer.q_mu), torch.ones_like(layer.q_sqrt)
     with pytest.raises(CholeskyError, match="q\\(v\\) covariance of the final GP layer is singular"):
-        expectation_gradients(layer, g_m, g_R)
+        natgrad_step_q(layer, g_m, g_R, gamma=0.1)
 
 
 def replicate(model, x, y, method, K, reps, seed):

@@ -2,10 +2,10 @@
 
 Natural parameters θ₁ = S⁻¹m, θ₂ = −½S⁻¹; expectation parameters η₁ = m, η₂ = S + mmᵀ. The
 natural gradient in θ is the ordinary gradient in η, so a step is θ ← θ + γ ∂F/∂η. The
-gradient in η comes from the same backward pass as everything else: :func:`expectation_gradients`
-maps the layer's ∂F/∂(m, R) to ∂F/∂η by the chain rule (training uses this), and inside
+gradient in η comes from the same backward pass as everything else: :func:`natgrad_step_q` takes
+the layer's ∂F/∂(m, R) and applies the chain rule inside the step (training uses this); inside
 :func:`expectation_parameters` the layer reads (m, R) as functions of η leaves, so that autograd
-gives ∂F/∂η directly (the definition, and the tests' check of the chain rule).
+gives ∂F/∂η for :func:`natgrad_step` (the definition, and the tests' check of the chain rule).
 """
 
 from __future__ import annotations
@@ -42,57 +42,70 @@ def expectation_parameters(layer: GPLayer):
         layer._q_override = None
 
 
-@torch.no_grad()
-def expectation_gradients(layer: GPLayer, grad_m: torch.Tensor, grad_R: torch.Tensor):
-    """∂F/∂η₁ [M, L] and ∂F/∂η₂ [L, M, M] (symmetric) from the gradients of F in the layer's own
-    parameters, ∂F/∂m [M, L] and ∂F/∂R [L, M, M] (R = tril(q_sqrt)), by the chain rule.
-
-    The same numbers as differentiating through :func:`expectation_parameters`, without its
-    Cholesky in the forward pass: with S = η₂ − η₁η₁ᵀ and R its factor, dR = RΦ(R⁻¹dSR⁻ᵀ) (Φ: the
-    lower triangle, diagonal halved), so ∂F/∂S = sym(R⁻ᵀΦ(Rᵀ ∂F/∂R)R⁻¹), ∂F/∂η₂ = ∂F/∂S and
-    ∂F/∂η₁ = ∂F/∂m − 2 ∂F/∂S m. Computed in float64.
-    """
-    m, R = (t.double() for t in layer.q())
-    eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
-    R_inv = torch.linalg.solve_triangular(R, eye, upper=False)
-    if not bool(torch.isfinite(R_inv).all()):
+def _whitened_mean(layer: GPLayer, m: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
+    """R⁻¹m [L, M, 1] for m [M, L], R [L, M, M]; a singular R is a clear error."""
+    w = torch.linalg.solve_triangular(R, m.T.unsqueeze(-1), upper=False)
+    if not bool(torch.isfinite(w).all()):
         raise CholeskyError(f"q(v) covariance of {layer.name} is singular (a zero on the diagonal of q_sqrt)")
-    phi = (R.mT @ grad_R.double()).tril_()
-    phi.diagonal(dim1=-2, dim2=-1).mul_(0.5)
-    B = R_inv.mT @ phi @ R_inv
-    g2 = 0.5 * (B + B.mT)
-    g1 = grad_m.double() - 2.0 * (g2 @ m.T.unsqueeze(-1)).squeeze(-1).T
-    return g1, g2
+    return w
+
+
+def _natural_update(layer: GPLayer, R, D, w, Rt_g1, gamma: float, max_halvings: int) -> float:
+    """The step θ ← θ + γ ∂F/∂η in the frame of q's factor R (float64 throughout).
+
+    With D = Rᵀ(∂F/∂η₂)R [L, M, M] (symmetric), w = R⁻¹m and Rᵀ∂F/∂η₁ [L, M, 1]: the new precision is
+    S⁻¹ − 2γ∂F/∂η₂ = R⁻ᵀCR⁻¹ with C = I − 2γD, so S_new = R C⁻¹ Rᵀ. With J the reversal
+    permutation, chol(JCJ) = L̃ gives C⁻¹ = UUᵀ for U = JL̃⁻ᵀJ, lower-triangular with a positive
+    diagonal; hence R_new = RU (the Cholesky factor of S_new) and
+    m_new = S_new(S⁻¹m + γ∂F/∂η₁) = R_new Uᵀ(R⁻¹m + γRᵀ∂F/∂η₁).
+    Neither S⁻¹ nor R⁻¹ is formed: C is the relative change of the precision, well conditioned
+    however ill-conditioned S is. If C is not positive definite the step is halved.
+    """
+    eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
+    step = gamma
+    for _ in range(max_halvings + 1):
+        L_rev, info = torch.linalg.cholesky_ex((eye - (2.0 * step) * D).flip(-2, -1))
+        if not bool(info.any()):
+            U = torch.linalg.solve_triangular(L_rev, eye, upper=False).mT.flip(-2, -1)
+            R_new = R @ U
+            m_new = R_new @ (U.mT @ (w + step * Rt_g1))
+            layer.q_mu.copy_(m_new.squeeze(-1).T)
+            layer.q_sqrt.copy_(R_new)
+            return step
+        step *= 0.5
+    return 0.0
 
 
 @torch.no_grad()
 def natgrad_step(layer: GPLayer, grad_eta1: torch.Tensor, grad_eta2: torch.Tensor, gamma: float, max_halvings: int = 6) -> float:
     """θ ← θ + γ ∂F/∂η (ascent on F), written back to the layer's (q_mu, q_sqrt).
 
-    If the updated −2θ₂ is not positive definite the step is halved (at most ``max_halvings``
-    times); returns the γ actually used (0.0 when no step could be taken).
+    ∂F/∂η₁ [M, L], ∂F/∂η₂ [L, M, M]. If the updated −2θ₂ is not positive definite the step is
+    halved (at most ``max_halvings`` times); returns the γ actually used (0.0 when no step could
+    be taken).
     """
     m, R = (t.double() for t in layer.q())
-    grad_eta1, grad_eta2 = grad_eta1.double(), grad_eta2.double()
-    eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
-    prec = torch.cholesky_inverse(R)  # S⁻¹ [L, M, M] from S's factor (one LAPACK call)
-    theta1 = (prec @ m.T.unsqueeze(-1)).squeeze(-1)  # [L, M]
-    g1 = grad_eta1.T
-    g2 = 0.5 * (grad_eta2 + grad_eta2.mT)
-    step = gamma
-    for _ in range(max_halvings + 1):
-        new_prec = prec - (2.0 * step) * g2  # −2(θ₂ + γ ∂F/∂η₂)
-        # The new R is the Cholesky factor of new_prec⁻¹, found without inverting: with J the
-        # reversal permutation, chol(J P J) = L̃ gives P = (J L̃ J)(J L̃ J)ᵀ with J L̃ J upper-
-        # triangular, so P⁻¹ = R Rᵀ for R = J L̃⁻ᵀ J, lower-triangular with a positive diagonal:
-        # the Cholesky factor of S (unique). One factorisation and one triangular inverse in place
-        # of factorise, invert and factorise again.
-        L_rev, info = torch.linalg.cholesky_ex(new_prec.flip(-2, -1))
-        if not bool(info.any()):
-            R_new = torch.linalg.solve_triangular(L_rev, eye, upper=False).mT.flip(-2, -1)
-            m_new = R_new @ (R_new.mT @ (theta1 + step * g1).unsqueeze(-1))  # S (θ₁ + γ ∂F/∂η₁)
-            layer.q_mu.copy_(m_new.squeeze(-1).T)
-            layer.q_sqrt.copy_(R_new)
-            return step
-        step *= 0.5
-    return 0.0
+    g2 = grad_eta2.double()
+    D = R.mT @ (0.5 * (g2 + g2.mT)) @ R
+    Rt_g1 = R.mT @ grad_eta1.double().T.unsqueeze(-1)
+    return _natural_update(layer, R, D, _whitened_mean(layer, m, R), Rt_g1, gamma, max_halvings)
+
+
+@torch.no_grad()
+def natgrad_step_q(layer: GPLayer, grad_m: torch.Tensor, grad_R: torch.Tensor, gamma: float, max_halvings: int = 6) -> float:
+    """The same step as :func:`natgrad_step` from the gradients of F in the layer's own
+    parameters, ∂F/∂m [M, L] and ∂F/∂R [L, M, M] (R = tril(q_sqrt)), as one backward pass gives
+    them (training uses this).
+
+    The chain rule, in R's frame: S = η₂ − η₁η₁ᵀ and dR = RΦ(R⁻¹dSR⁻ᵀ) (Φ: the lower triangle,
+    diagonal halved) give Rᵀ(∂F/∂η₂)R = ½(P + Pᵀ) with P = Φ(Rᵀ∂F/∂R), and
+    Rᵀ∂F/∂η₁ = Rᵀ∂F/∂m − (P + Pᵀ)R⁻¹m. Checked against autograd through
+    :func:`expectation_parameters` in the tests.
+    """
+    m, R = (t.double() for t in layer.q())
+    P = (R.mT @ grad_R.double()).tril_()
+    P.diagonal(dim1=-2, dim2=-1).mul_(0.5)
+    D = 0.5 * (P + P.mT)
+    w = _whitened_mean(layer, m, R)
+    Rt_g1 = R.mT @ grad_m.double().T.unsqueeze(-1) - 2.0 * (D @ w)
+    return _natural_update(layer, R, D, w, Rt_g1, gamma, max_halvings)

@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .linalg import seeded
-from .natgrad import expectation_gradients, natgrad_step
+from .natgrad import natgrad_step_q
 from .objectives import check_inner_sampling
 from .validation import as_xy, check_positive_int
 
@@ -157,9 +157,8 @@ def fit(
             adam.step()
             schedule.step()
             if natgrad:
-                # ∂F/∂η from ∂F/∂(m, R) = −∂loss/∂(m, R); γ decays on the same staircase as the learning rate
-                grad_eta = expectation_gradients(final, -final.q_mu.grad, -final.q_sqrt.grad)
-                natgrad_step(final, *grad_eta, gamma * decay ** ((t + 1) // decay_every))
+                # from ∂F/∂(m, R) = −∂loss/∂(m, R); γ decays on the same staircase as the learning rate
+                natgrad_step_q(final, -final.q_mu.grad, -final.q_sqrt.grad, gamma * decay ** ((t + 1) // decay_every))
             history.append(value)
             bar.update(1)
             if t % 25 == 0:
