@@ -146,14 +146,16 @@ class GPLayer(nn.Module):
     # Lz⁻¹ is formed explicitly (linalg.inverse_cholesky, an M×M triangular solve per step): a
     # GEMM with it is faster here than a triangular solve with GP right-hand sides.
     # cond(Lz) ≤ ~1e4 with the 1e-6 jitter, harmless in float64.
-    def _Lz_inv(self) -> torch.Tensor:
-        """Lz⁻¹ [M, M] (lower-triangular), Lz the Cholesky factor of K(Z, Z).
+    def _Lz_inv(self, Kzz: torch.Tensor | None = None) -> torch.Tensor:
+        """Lz⁻¹ [M, M] (lower-triangular), Lz the Cholesky factor of K(Z, Z) (``Kzz`` where given).
 
         Always computed in float64 (K(Z, Z) is near-singular for close inducing inputs, and its
         Cholesky is what float32 cannot do reliably), then cast to the layer's dtype.
         """
-        Z = self.Z.double()  # the kernel's float32 parameters promote to float64 against it
-        return inverse_cholesky(self.kernel.K(Z, Z), self.jitter, where=f"K(Z, Z) of {self.name}").to(self.Z.dtype)
+        if Kzz is None:
+            Z = self.Z.double()  # the kernel's float32 parameters promote to float64 against it
+            Kzz = self.kernel.K(Z, Z)
+        return inverse_cholesky(Kzz, self.jitter, where=f"K(Z, Z) of {self.name}").to(self.Z.dtype)
 
     def _whiten(self, H: torch.Tensor, point_major: bool = False):
         """Lz⁻¹ [M, M] and K(Z, H) [M, GP] (``point_major``: K(H, Z) [GP, M]) for H [G, P, D_in].
@@ -165,13 +167,14 @@ class GPLayer(nn.Module):
         call (:meth:`_Lz_inv`).
         """
         Hf = H.reshape(-1, H.shape[-1])
-        if self.Z.dtype != torch.float64:
-            return self._Lz_inv(), (self.kernel.K(Hf, self.Z) if point_major else self.kernel.K(self.Z, Hf))
-        ZH = torch.cat([self.Z, Hf])
-        K = self.kernel.K(ZH, self.Z) if point_major else self.kernel.K(self.Z, ZH)
+        with_zz = self.Z.dtype == torch.float64
+        X = torch.cat([self.Z, Hf]) if with_zz else Hf
+        K = self.kernel.K(X, self.Z) if point_major else self.kernel.K(self.Z, X)
+        if not with_zz:
+            return self._Lz_inv(), K
         # split, not two slices: its backward writes both gradients into one buffer in one pass
         Kzz, cross = K.split([self.num_inducing, Hf.shape[0]], dim=0 if point_major else 1)
-        return inverse_cholesky(Kzz, self.jitter, where=f"K(Z, Z) of {self.name}"), cross
+        return self._Lz_inv(Kzz), cross
 
     def _prior_conditional(self, H: torch.Tensor, full_cov: bool):
         """Aᵀ = K(H, Z)Lz⁻ᵀ [G, P, M] (point-major, for the per-group products of the joint path)
