@@ -7,10 +7,11 @@ Built from GPflux's public layers at the setting of deepgp's step_time.py: two h
 5 GPs sharing one ARD squared-exponential kernel and one set of M=128 inducing inputs (k-means
 free: a random subset of X for the first layer), a final GPLayer of 1 GP, Gaussian likelihood,
 whitened q(u), float64 (or float32 with --dtype: GPflow's default float, jitter unchanged);
-trained by Keras ``Model.fit`` (a compiled tf.function step) with Adam (lr 0.005) on minibatches of B=512 drawn by tf.data. Differences from deepgp's GP-GP-GP that
-GPflux's API implies: hidden layers output their 5 GP values plus a linear mean function
-(D→5, then identity) instead of deepgp's D-dimensional [W, I] map, and there is no
-natural-gradient step. Timing uses a Keras callback after every batch; prints one JSON line.
+trained by Keras ``Model.fit`` (a compiled tf.function step) with Adam (lr 0.005) on minibatches
+of B=512 drawn by tf.data. Differences from deepgp's GP-GP-GP that GPflux's API implies: hidden
+layers output their 5 GP values plus a linear mean function (D→5, then identity) instead of
+deepgp's D-dimensional [W, I] map, and there is no natural-gradient step. Timing uses a Keras
+callback after every batch; prints one JSON line.
 """
 
 from __future__ import annotations

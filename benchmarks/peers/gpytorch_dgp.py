@@ -7,10 +7,10 @@ The model follows GPyTorch's documented DeepGP recipe (DeepGPLayer + Variational
 CholeskyVariationalDistribution, learned inducing inputs, ScaleKernel(RBF, ARD), LinearMean,
 DeepApproximateMLL(VariationalELBO)), at the benchmark setting of deepgp's step_time.py: two
 hidden layers of 5 GPs, a final layer of 1 GP, M=128, B=512, float64 (or float32 with --dtype),
-Adam (lr 0.005), one likelihood sample (``num_likelihood_samples(1)``, deepgp's VI with 1 sample). Differences from
-deepgp's GP-GP-GP that GPyTorch's API implies: each of the 5 GPs of a layer has its own inducing
-inputs (batched), hidden layers output the 5 GP values (+ linear mean) instead of deepgp's
-D-dimensional [W, I] map, and there is no natural-gradient step (all parameters by Adam).
+Adam (lr 0.005), one likelihood sample (``num_likelihood_samples(1)``, deepgp's VI with 1 sample).
+Differences from deepgp's GP-GP-GP that GPyTorch's API implies: each of the 5 GPs of a layer has
+its own inducing inputs (batched), hidden layers output the 5 GP values (+ linear mean) instead of
+deepgp's D-dimensional [W, I] map, and there is no natural-gradient step (all parameters by Adam).
 Prints one JSON line (median seconds per iteration, peak RSS).
 """
 
