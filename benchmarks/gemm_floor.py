@@ -35,13 +35,18 @@ import common  # noqa: E402
 from step_time import MODELS  # noqa: E402  (model -> (method, K), the same settings as step_time.py)
 
 
+def factors(func, args) -> tuple:
+    """The two factors among a recorded product's arguments: mm and bmm take (a, b); addmm,
+    addmm_ and baddbmm take (c, a, b), the added term c first."""
+    return tuple(args[:2]) if func.__name__.split(".")[0] in ("mm", "bmm") else tuple(args[1:3])
+
+
 def numpy_replay(replay: list, replays: int):
     """The recorded products through NumPy: (median ms of one pass over all, per-product callables)."""
     import numpy as np
 
     def product(func, args):
-        a, b = (args[:2] if func.__name__.split(".")[0] in ("mm", "bmm") else args[1:3])
-        a, b = a.numpy(), b.numpy()
+        a, b = (t.numpy() for t in factors(func, args))
         out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=a.dtype)
         return lambda: np.matmul(a, b, out=out)
 
@@ -94,7 +99,7 @@ def worker(model_name: str, threads: int, dataset: str, steps: int, replays: int
     replay, flops = [], 0.0
     for func, args, kwargs in calls:
         args = [like(a) if isinstance(a, tuple) else a for a in args]
-        a, b = args[:2] if func in (aten.mm.default, aten.bmm.default) else args[1:3]
+        a, b = factors(func, args)
         flops += 2.0 * (a.shape[0] if a.dim() == 3 else 1) * a.shape[-2] * a.shape[-1] * b.shape[-1]
         replay.append((func, args, kwargs))
     if blas == "numpy":
@@ -116,11 +121,8 @@ def worker(model_name: str, threads: int, dataset: str, steps: int, replays: int
             t0 = time.perf_counter()
             call()
             ts.append((time.perf_counter() - t0) * 1e3)
-        operands = [a for a in layouts if isinstance(a, tuple)]
-        name = func.__name__.split(".")[0]
-        if name.startswith(("addmm", "baddbmm")):
-            operands = operands[1:]  # the added term is not a factor
-        key = f"{name} " + " · ".join(f"{list(a[0])}{'ᵀ' if len(a[1]) >= 2 and a[1][-1] != 1 else ''}" for a in operands)
+        key = f"{func.__name__.split('.')[0]} " + " · ".join(
+            f"{list(a[0])}{'ᵀ' if len(a[1]) >= 2 and a[1][-1] != 1 else ''}" for a in factors(func, layouts))
         entry = by_layout.setdefault(key, [0, 0.0])
         entry[0] += 1
         entry[1] += statistics.median(ts)
