@@ -162,7 +162,7 @@ def stage_check(args) -> None:
     pred = reg.predict(data.X_test[:100])
     score = reg.score(data.X_test[:100], data.Y_test[:100, 0])
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "reg.pt"
+        path = Path(tmp) / "reg.safetensors"
         reg.save(path)
         back = deepgp.DeepGPRegressor.load(path, device="cpu")
     same = all(torch.equal(a.detach().cpu(), b.detach()) for a, b in

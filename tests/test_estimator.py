@@ -16,8 +16,7 @@ EXPECTED_FAILED_CHECKS = {
     "check_methods_sample_order_invariance": "Monte Carlo predictions: a point's draws depend on its batch",
 }
 # reported as skipped by scikit-learn itself in this environment (not by us):
-#   check_array_api_input (needs SCIPY_ARRAY_API=1), check_regressor_data_not_an_array's pandas
-#   variant (pandas is not a dependency).
+#   check_array_api_input (needs SCIPY_ARRAY_API=1).
 
 
 def tiny(**kw):
@@ -72,10 +71,12 @@ def test_save_load_round_trip(fitted, bimodal_data, tmp_path):
 def test_a_gpu_fitted_file_loads_on_a_machine_without_one(fitted, tmp_path, monkeypatch):
     import torch
 
+    from deepgp import storage
+
     fitted.save(tmp_path / "reg.pt")
-    blob = torch.load(tmp_path / "reg.pt", weights_only=False)
+    blob = storage.read(tmp_path / "reg.pt", storage.REGRESSOR)
     blob["params"]["device"] = "cuda"  # as if fitted with DeepGPRegressor(device="cuda")
-    torch.save(blob, tmp_path / "gpu.pt")
+    storage.write(tmp_path / "gpu.pt", storage.REGRESSOR, blob)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.warns(UserWarning, match="not available here; loading on the CPU"):
         loaded = DeepGPRegressor.load(tmp_path / "gpu.pt")
@@ -116,3 +117,62 @@ def test_multi_output_and_helpers():
     assert crps_from_samples(np.zeros((10, 1)), np.zeros(1))[0] == 0
     draws = np.random.default_rng(1).standard_normal((20000, 1))
     assert crps_from_samples(draws, np.zeros(1))[0] == pytest.approx(0.2337, abs=0.01)
+
+
+def test_a_reloaded_estimator_checks_dataframe_columns_as_the_fitted_one(tmp_path):
+    pd = pytest.importorskip("pandas")  # a dev dependency: DataFrames are how most users pass columns
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.standard_normal(40), "b": 10 + rng.standard_normal(40)})
+    reg = tiny(model="GP", method="vi").fit(X, X["a"] + X["b"])
+    reg.save(tmp_path / "reg.safetensors")
+    loaded = DeepGPRegressor.load(tmp_path / "reg.safetensors")
+    assert list(loaded.feature_names_in_) == ["a", "b"]
+    np.testing.assert_array_equal(loaded.predict(X), reg.predict(X))
+    for est in (reg, loaded):  # columns in another order: refused before and after saving, not silently wrong
+        with pytest.raises(ValueError, match="feature names"):
+            est.predict(X[["b", "a"]])
+
+
+def test_a_failed_save_keeps_the_estimator_that_was_there(fitted, tmp_path):
+    path = tmp_path / "reg.safetensors"
+    fitted.save(path)
+    good = path.read_bytes()
+    fitted.columns_ = {"inputs": [object()], "target": "y"}  # cannot be written
+    try:
+        with pytest.raises(ValueError, match="cannot save a value of type object"):
+            fitted.save(path)
+    finally:
+        del fitted.columns_
+    assert path.read_bytes() == good
+
+
+def test_settings_checked_before_training_and_lengths_before_scoring(fitted):
+    X, y = np.zeros((5, 1)), np.arange(5.0)
+    for kw, message in [({"predict_samples": -2}, "predict_samples must be an integer >= 1, got -2"),
+                        ({"gamma": float("nan")}, "gamma must be a finite number > 0"),
+                        ({"lr": 0.0}, "lr must be a finite number > 0"),
+                        ({"likelihood_variance": float("nan")}, "likelihood_variance must be a finite number")]:
+        with pytest.raises(ValueError, match=message):
+            tiny(**kw).fit(X, y)
+    with pytest.raises(ValueError, match="X and y have different numbers of rows: 10 and 9"):
+        fitted.score(np.zeros((10, 1)), np.zeros(9))
+
+
+def test_deepgp_0_1_files_need_trust_and_convert(fitted, tmp_path, monkeypatch):
+    import io
+
+    import torch
+
+    # a file as deepgp 0.1 wrote it: a pickle holding the settings and the model's own pickle
+    buf = io.BytesIO()
+    tree = fitted.model_.to_tree()
+    torch.save({"format": "deepgp-model/1", "version": "0.1.0", **tree}, buf)
+    old = tmp_path / "old.pt"
+    torch.save({"format": "deepgp-regressor/1", "params": fitted.get_params(), "x_scaler": vars(fitted.x_scaler_),
+                "y_scaler": vars(fitted.y_scaler_), "y_ndim": 1, "n_features_in": 1, "history": fitted.history_,
+                "columns": None, "model": buf.getvalue()}, old)
+    with pytest.raises(ValueError, match="pickle format, which can run code"):
+        DeepGPRegressor.load(old)
+    trusted = DeepGPRegressor.load(old, trust=True)
+    x = np.linspace(-2, 2, 7)[:, None]
+    np.testing.assert_array_equal(trusted.predict(x), fitted.predict(x))

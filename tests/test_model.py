@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -119,3 +121,51 @@ def test_float32_mode_keeps_the_bound_and_the_float64_pieces(tmp_path, data):
     assert loaded.dtype == torch.float32 and loaded.config["dtype"] == "float32"
     with pytest.raises(ValueError, match="dtype must be float64"):
         deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8, dtype=torch.float16)
+
+
+def test_settings_that_would_make_every_number_nan_are_refused(data):
+    x, y = data
+    for value in (float("nan"), float("inf"), 0.0, -1.0, 1e-7, "0.1", True):
+        with pytest.raises(ValueError, match="likelihood_variance must be a finite number > 1e-06"):
+            deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8, likelihood_variance=value)
+    with pytest.raises(ValueError, match="inner_q_sqrt must be a finite number > 0"):
+        deepgp.DeepGP.from_spec("GP-GP", x, y, num_inducing=8, inner_q_sqrt=float("nan"))
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8, seed=-1)
+    with pytest.raises(ValueError, match="encoder_hidden must be an integer >= 1"):
+        deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8, encoder_hidden=(20, 0))
+
+
+def test_a_failed_save_keeps_the_model_that_was_there(tmp_path, data):
+    x, y = data
+    model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8)
+    path = tmp_path / "m.safetensors"
+    model.save(path)
+    good = path.read_bytes()
+    model.config["kernel"] = object()  # a setting that cannot be written
+    with pytest.raises(ValueError, match="cannot save a value of type object .at config/kernel."):
+        model.save(path)
+    assert path.read_bytes() == good and deepgp.DeepGP.load(path).spec == "GP"
+    with pytest.raises(ValueError, match="the folder .*nowhere does not exist"):
+        model.save(tmp_path / "nowhere" / "m.safetensors")
+
+
+def test_damaged_model_files_are_refused_by_field(tmp_path, data):
+    from deepgp import storage
+
+    x, y = data
+    tree = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8).to_tree()
+    cases = {
+        "lacks the field 'config'": {k: v for k, v in tree.items() if k != "config"},
+        "lacks the field 'kernel'": {**tree, "config": {k: v for k, v in tree["config"].items() if k != "kernel"}},
+        "field 'num_inducing' is a str": {**tree, "config": {**tree["config"], "num_inducing": "8"}},
+        "unknown config field.*'shell'": {**tree, "config": {**tree["config"], "shell": "rm -rf /"}},
+        "input_dim=1000000000 does not fit": {**tree, "config": {**tree["config"], "input_dim": 10**9}},
+        "parameters do not fit its architecture": {**tree, "config": {**tree["config"], "input_dim": 2}},
+        "NaN or infinite parameters": {**tree, "state": {**tree["state"], "likelihood.variance.psi": torch.tensor([math.nan])}},
+        "state holds values that are not tensors": {**tree, "state": {**tree["state"], "extra": [1, 2]}},
+    }
+    for message, damaged in cases.items():
+        storage.write(tmp_path / "d", storage.MODEL, damaged)
+        with pytest.raises(ValueError, match=message):
+            deepgp.DeepGP.load(tmp_path / "d")

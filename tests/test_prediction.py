@@ -52,3 +52,10 @@ def test_shapiro_median_separates_gaussian_from_bimodal():
     bimodal = gauss * 0.1 + rng.choice([-1, 1], (500, 20))
     assert prediction.shapiro_median(gauss) > 0.99
     assert prediction.shapiro_median(bimodal) < 0.9
+
+
+def test_the_kde_needs_two_draws(gp):
+    model, x, y = gp
+    with pytest.raises(ValueError, match="num_samples must be >= 2 for estimator='kde', got 1"):
+        model.predictive_log_density(x, y, 1, estimator="kde")
+    assert np.isfinite(model.predictive_log_density(x, y, 2, estimator="kde", seed=0)).all()

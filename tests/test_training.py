@@ -4,6 +4,7 @@ import torch
 from conftest import smooth
 
 import deepgp
+from deepgp import storage
 
 
 def test_lv_model_beats_gp_on_bimodal_data(fitted_lv, bimodal_data):
@@ -73,9 +74,9 @@ def test_checkpoint_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch):
     ckpt = tmp_path / "state.pt"
     part = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
     deepgp.fit(part, x, y, "iw", 3, iterations=12, batch_size=16, progress=False, checkpoint=ckpt)
-    state = torch.load(ckpt, weights_only=False)
+    state = storage.read(ckpt, storage.CHECKPOINT)
     state["rng_cuda"] = torch.zeros(16, dtype=torch.uint8)  # as a GPU run would have saved it
-    torch.save(state, ckpt)
+    storage.write(ckpt, storage.CHECKPOINT, state)
     def no_cuda(*args):
         raise AssertionError("a CPU model's resume touched the CUDA generator")
 
@@ -105,3 +106,64 @@ def test_inner_sampling_reaches_the_objective_and_is_checked_for_every_method():
     model = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
     with pytest.raises(ValueError, match="inner_sampling must be one of"):
         deepgp.fit(model, x, y, "vi", iterations=1, inner_sampling="both", progress=False)
+
+
+def test_training_settings_are_checked(tmp_path):
+    x, y = small_problem()
+    model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8)
+    for kw, message in [
+        (dict(gamma=float("nan")), "gamma must be a finite number > 0"), (dict(gamma=-1.0), "gamma must be a finite"),
+        (dict(gamma=1e6), r"gamma must be in \(0, 1\]"), (dict(lr=float("inf")), "lr must be a finite number > 0"),
+        (dict(decay=0.0), "decay must be a finite number > 0"), (dict(decay=1.5), r"decay must be in \(0, 1\]"),
+        (dict(decay_every=0), "decay_every must be an integer >= 1"),
+        (dict(checkpoint_every=0), "checkpoint_every must be an integer >= 1"),
+        (dict(seed=-3), "seed must be an integer >= 0"),
+        (dict(checkpoint=tmp_path / "missing" / "c"), "cannot write the checkpoint .* the folder .*missing does not exist"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            deepgp.fit(model, x, y, iterations=3, progress=False, **kw)
+
+
+def test_skipped_natural_gradient_steps_are_reported(monkeypatch):
+    from deepgp import training
+
+    x, y = small_problem()
+    model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8)
+    calls = []
+
+    def every_other(*args):  # the step is refused (no positive-definite update) on odd iterations
+        calls.append(1)
+        return 0.0 if len(calls) % 2 == 0 else 0.01
+
+    monkeypatch.setattr(training, "natgrad_step_q", every_other)
+    with pytest.warns(RuntimeWarning, match="skipped on 5 of 10 iterations .gamma=0.01"):
+        deepgp.fit(model, x, y, iterations=10, progress=False)
+    monkeypatch.setattr(training, "natgrad_step_q", lambda *args: 0.0)
+    with pytest.raises(deepgp.natgrad.NaturalGradientError, match="failed on 100 iterations in a row .*smaller gamma"):
+        deepgp.fit(model, x, y, iterations=500, progress=False)
+
+
+def test_a_checkpoint_resumes_only_the_run_that_wrote_it(tmp_path):
+    x, y = small_problem()
+    ckpt = tmp_path / "state.safetensors"
+    model = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
+    deepgp.fit(model, x, y, "iw", 3, iterations=4, batch_size=16, progress=False, checkpoint=ckpt)
+    other = x.copy()
+    other[0, 0] += 1e-9
+    for args, kw, message in [
+        ((other, y), {}, "other training data .the same number of points but other values"),
+        ((x[:40], y[:40]), {}, r"other training data \(50 points, not 40\)"),
+        ((x, y), dict(lr=0.01), r"other settings: lr=0.005 \(now 0.01\)"),
+        ((x, y), dict(method="vi"), r"method='iw' \(now 'vi'\)"),
+    ]:
+        fresh = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
+        kw = dict(dict(method="iw", num_samples=3, batch_size=16), **kw)
+        with pytest.raises(ValueError, match=message):
+            deepgp.fit(fresh, *args, iterations=8, progress=False, checkpoint=ckpt, **kw)
+    with pytest.raises(ValueError, match=r"another model: num_inducing=8 \(now 9\)"):
+        deepgp.fit(deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=9), x, y, "iw", 3, iterations=8,
+                   batch_size=16, progress=False, checkpoint=ckpt)
+    for damaged in (b"", ckpt.read_bytes()[:-7]):
+        (tmp_path / "bad").write_bytes(damaged)
+        with pytest.raises(ValueError, match=f"{tmp_path / 'bad'} is not a training checkpoint"):
+            deepgp.fit(model, x, y, iterations=8, progress=False, checkpoint=tmp_path / "bad")

@@ -72,7 +72,7 @@ def main(argv=None) -> None:
                                     seed=args.split, device=args.device)
     K = 5 if args.method == "iw" else 1
     tag = "".join(f"_{_TAG_PREFIX.get(k, '')}{key[k]}" for k, v in OLD_DEFAULTS.items() if key[k] != v)
-    state = out.with_name(f"{out.stem}_{args.dataset}_{args.model}_{args.method}_{args.split}{tag}.pt")
+    state = out.with_name(f"{out.stem}_{args.dataset}_{args.model}_{args.method}_{args.split}{tag}.safetensors")
     start = time.perf_counter()
     history: list[float] = []
 

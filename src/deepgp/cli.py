@@ -1,42 +1,148 @@
-"""Command line entry point: ``deepgp demo | fit | predict | evaluate | plot | benchmark | report``.
+"""Command line entry point: ``deepgp demo | fit | predict | evaluate | plot | convert | benchmark | report``.
 
 Each group of sub-commands lives beside the code it drives and registers itself here:
 user commands in :mod:`deepgp.commands`, the benchmark runner and report in
 :mod:`deepgp.benchmark.cli`.
+
+Errors reach the user through one handler, :func:`main`, as one line on standard error:
+
+* exit status 2: bad input — an argument, a file, a missing optional package
+  (``ValueError``, ``OSError``, ``EOFError``, ``ImportError`` and argparse's own errors);
+* exit status 1: a run that failed because of a setting (``FloatingPointError``,
+  ``CholeskyError``, ``NaturalGradientError``: their messages name the setting and what to try),
+  or an unexpected error;
+* exit status 130: interrupted (Ctrl-C).
+
+The traceback is shown only with ``--debug`` (anywhere on the command line) or ``DEEPGP_DEBUG=1``.
+Warnings are printed as one ``deepgp: warning: ...`` line each.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
+import warnings
 
 from . import __version__
+
+DEBUG_ENV = "DEEPGP_DEBUG"
+
+
+# -- argument types: a bad value is argparse's one-line error naming the option ------------------
+def at_least(minimum: int):
+    """An argparse type: an integer >= ``minimum``."""
+    def integer(text: str) -> int:
+        return _int_at_least(text, minimum)
+
+    integer.__name__ = f"integer >= {minimum}"
+    return integer
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    return _int_at_least(text, 1)
+
+
+def count(text: str) -> int:
+    """An integer >= 0."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (``deepgp fit: error: argument --lr: ...``) and exit 2
+    instead of the usage block; sub-parsers inherit the class."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from . import commands
     from .benchmark import cli as benchmark_cli
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="deepgp",
         description="Deep Gaussian processes with latent variables (importance-weighted VI).",
+        epilog=f"Errors are one line; --debug (anywhere) or {DEBUG_ENV}=1 shows the traceback.",
     )
     parser.add_argument("--version", action="version", version=f"deepgp {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.register(sub)
     benchmark_cli.register(sub)
     return parser
 
 
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)) and err.filename:
+        text = f"{err.strerror or text}: {err.filename}"
+    return text
+
+
+def _exit_status(err: BaseException) -> tuple[int, str]:
+    """(exit status, the line to print) for an error raised by a command."""
+    from .linalg import CholeskyError
+    from .natgrad import NaturalGradientError
+
+    if isinstance(err, (FloatingPointError, CholeskyError, NaturalGradientError)):
+        return 1, _one_line(err)  # a run that failed because of a setting: the message names it
+    if isinstance(err, (ValueError, OSError, EOFError, ImportError)):
+        return 2, _one_line(err)  # bad input: an argument, a file, a missing optional package
+    return 1, f"unexpected {type(err).__name__}: {_one_line(err)} (rerun with --debug for the traceback)"
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"deepgp: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    debug = "--debug" in argv[:end] or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    argv = [a for i, a in enumerate(argv) if not (a == "--debug" and i < end)]
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as err:
-        # user errors (bad CSV, unknown column, missing file): one clear line, no traceback
-        print(f"deepgp {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    name = f"deepgp {args.command}"
+    with warnings.catch_warnings():
+        if not debug:
+            warnings.showwarning = _show_warning
+        try:
+            return int(args.func(args) or 0)
+        except KeyboardInterrupt:
+            if debug:
+                raise
+            print(f"{name}: interrupted", file=sys.stderr)
+            return 130
+        except Exception as err:  # noqa: BLE001 — the one place where errors become exit statuses
+            if debug:
+                raise
+            status, line = _exit_status(err)
+            print(f"{name}: error: {line}", file=sys.stderr)
+            return status
 
 
 if __name__ == "__main__":

@@ -13,13 +13,16 @@ import csv
 import gzip
 import json
 import sys
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .cli import count, positive_float, positive_int
 from .model import DTYPES
 from .objectives import INNER_SAMPLING
+from .storage import check_writable
 
 MISSING = {"", "na", "nan", "n/a", "null", "none", "?"}
 DEFAULT_QUANTILES = "0.05,0.5,0.95"
@@ -28,12 +31,14 @@ DEFAULT_QUANTILES = "0.05,0.5,0.95"
 # -- CSV ----------------------------------------------------------------------------------------
 @dataclass
 class Column:
-    """One CSV column: values [N] (NaN where missing), the 1-based file lines of missing values,
-    and the first value that is not a number as (line, text), or None for a numeric column."""
+    """One CSV column: values [N] (NaN where missing), the 1-based file lines of missing and of
+    infinite values, and the first value that is not a number as (line, text), or None for a
+    numeric column."""
 
     values: np.ndarray
     missing: list
     bad: tuple | None
+    infinite: list
 
 
 def read_csv(path) -> dict[str, Column]:
@@ -45,8 +50,8 @@ def read_csv(path) -> dict[str, Column]:
     try:
         with opener(path, "rt", newline="") as f:
             rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise ValueError(f"could not read {path} as CSV: {err}") from None
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as err:  # EOFError: a cut .gz
+        raise ValueError(f"could not read {path} as CSV: {err or type(err).__name__}") from None
     if not rows or not any(cell.strip() for cell in rows[0]):
         raise ValueError(f"{path} is empty; expected a header row of column names")
     header = [h.strip() for h in rows[0]]
@@ -62,7 +67,7 @@ def read_csv(path) -> dict[str, Column]:
     columns = {}
     for j, name in enumerate(header):
         values = np.full(len(body), np.nan)
-        missing, bad = [], None
+        missing, bad, infinite = [], None, []
         for i, (line, r) in enumerate(body):
             text = r[j].strip()
             if text.lower() in MISSING:
@@ -72,7 +77,10 @@ def read_csv(path) -> dict[str, Column]:
                 values[i] = float(text)
             except ValueError:
                 bad = bad or (line, text)
-        columns[name] = Column(values, missing, bad)
+            else:
+                if not np.isfinite(values[i]):  # "inf", "1e999"
+                    infinite.append(line)
+        columns[name] = Column(values, missing, bad, infinite)
     return columns
 
 
@@ -88,6 +96,10 @@ def _describe(names, columns, what) -> None:
             for n in names if columns[n].missing]
     if miss:
         raise ValueError(f"{what}: missing values in column(s) " + ", ".join(miss) + "; drop or fill them first")
+    inf = [f"{n!r} ({len(columns[n].infinite)} row(s), first on line {columns[n].infinite[0]})"
+           for n in names if columns[n].infinite]
+    if inf:
+        raise ValueError(f"{what}: infinite values in column(s) " + ", ".join(inf))
 
 
 def select(columns: dict[str, Column], names) -> np.ndarray:
@@ -163,7 +175,7 @@ def register(sub) -> None:
                        description="Fit GP, GP-GP (VI), LV-GP and LV-GP-GP (IW) to the paper's 'DGP' letters set; "
                        "print test log densities and write DIR/demo.png with each posterior density.")
     p.add_argument("--out", default="deepgp-demo", metavar="DIR", help="folder for demo.png and scores.json")
-    p.add_argument("--iterations", type=int, default=None, help="training iterations per model (default: 1500; 200 with --quick)")
+    p.add_argument("--iterations", type=positive_int, default=None, help="training iterations per model (default: 1500; 200 with --quick)")
     p.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated subset of the four models")
     p.add_argument("--quick", action="store_true", help="a smaller budget that runs in under a minute")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -176,21 +188,21 @@ def register(sub) -> None:
     p.add_argument("--inputs", default=None, help="comma-separated input columns (default: every other numeric column)")
     p.add_argument("--model", default="LV-GP-GP", help="architecture: GP, GP-GP, LV-GP, LV-GP-GP, GP-LV-GP, ...")
     p.add_argument("--method", default="iw", choices=["vi", "iw"], help="variational (vi) or importance-weighted (iw)")
-    p.add_argument("--num-samples", type=int, default=5, help="importance samples K per point")
+    p.add_argument("--num-samples", type=positive_int, default=5, help="importance samples K per point")
     p.add_argument("--inner-sampling", default="joint", choices=INNER_SAMPLING,
                    help="iw: one inner-layer draw shared by a point's K samples (the paper's text) "
                         "or one per sample (the paper's code)")
-    p.add_argument("--num-inducing", type=int, default=128, help="inducing points per GP layer")
-    p.add_argument("--hidden-dim", type=int, default=5, help="GPs in each inner layer")
-    p.add_argument("--latent-dim", type=int, default=1, help="dimension of each latent variable")
-    p.add_argument("--iterations", type=int, default=5000)
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--lr", type=float, default=0.005, help="Adam learning rate")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-inducing", type=positive_int, default=128, help="inducing points per GP layer")
+    p.add_argument("--hidden-dim", type=positive_int, default=5, help="GPs in each inner layer")
+    p.add_argument("--latent-dim", type=positive_int, default=1, help="dimension of each latent variable")
+    p.add_argument("--iterations", type=count, default=5000)
+    p.add_argument("--batch-size", type=positive_int, default=512)
+    p.add_argument("--lr", type=positive_float, default=0.005, help="Adam learning rate")
+    p.add_argument("--seed", type=count, default=0)
     p.add_argument("--dtype", default="float64", choices=tuple(DTYPES),
                    help="float32: the opt-in fast mode (≈1.7× faster on CPU; K(Z, Z) factorised in float64)")
     p.add_argument("--device", default=None, help="torch device to train on, e.g. cuda (default: the CPU)")
-    p.add_argument("--out", default="model.pt", help="model file to write")
+    p.add_argument("--out", default="model.safetensors", help="model file to write (checked before training)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_fit)
 
@@ -201,8 +213,8 @@ def register(sub) -> None:
     p.add_argument("data", help="CSV / CSV.gz containing the model's input columns")
     p.add_argument("--out", default="-", help="output CSV file ('-': standard output)")
     p.add_argument("--quantiles", default=DEFAULT_QUANTILES, help="comma-separated quantile levels in [0, 1]")
-    p.add_argument("--samples", type=int, default=0, help="also write this many predictive draws per row")
-    p.add_argument("--predict-samples", type=int, default=None, help="Monte Carlo draws for mean/std/quantiles (default: the model's)")
+    p.add_argument("--samples", type=count, default=0, help="also write this many predictive draws per row")
+    p.add_argument("--predict-samples", type=positive_int, default=None, help="Monte Carlo draws for mean/std/quantiles (default: the model's)")
     p.set_defaults(func=_predict)
 
     p = sub.add_parser("evaluate", formatter_class=fmt, help="test log density, RMSE and CRPS of a saved model",
@@ -212,8 +224,17 @@ def register(sub) -> None:
     p.add_argument("data", help="CSV / CSV.gz with the model's input and target columns")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write the metrics as JSON (to FILE, or standard output when no FILE is given)")
-    p.add_argument("--predict-samples", type=int, default=None, help="Monte Carlo draws (default: the model's)")
+    p.add_argument("--predict-samples", type=positive_int, default=None, help="Monte Carlo draws (default: the model's)")
     p.set_defaults(func=_evaluate)
+
+    p = sub.add_parser("convert", formatter_class=fmt, help="convert a deepgp 0.1 model file (a pickle) to the safe format",
+                       description="Read OLD, a model file written by deepgp 0.1 (a pickle: opening it runs any code "
+                       "it holds), and write it to NEW in the current format, which opening never runs code from. "
+                       "Only for a file whose origin you trust, which --trust confirms.")
+    p.add_argument("old", help="a deepgp 0.1 model file (DeepGP.save, DeepGPRegressor.save or deepgp fit)")
+    p.add_argument("new", help="the file to write (safetensors)")
+    p.add_argument("--trust", action="store_true", help="confirm that OLD comes from a source you trust")
+    p.set_defaults(func=_convert)
 
     p = sub.add_parser("plot", help="figures: prior draws, posterior densities, predictive marginals",
                        description="The paper's figures as PNG or PDF (chosen by the --out extension).")
@@ -222,15 +243,15 @@ def register(sub) -> None:
                          description="Independent prior draws of each model on a 1-D input; LV models are drawn "
                          "for a grid of w values, which shows their stochastic fan.")
     q.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated model specs, one row each")
-    q.add_argument("--draws", type=int, default=4, help="independent draws per model (columns)")
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--draws", type=positive_int, default=4, help="independent draws per model (columns)")
+    q.add_argument("--seed", type=count, default=0)
     q.add_argument("--out", default="prior.png", help="figure file (.png or .pdf)")
     q.set_defaults(func=_plot_prior)
     q = kinds.add_parser("posterior", formatter_class=fmt, help="posterior density images of 1-input models (Fig. 1, 5)",
                          description="p(y | x) as an image for each MODEL (models with one input column).")
     q.add_argument("models", nargs="+", help="model files from `deepgp fit`")
     q.add_argument("--data", default=None, help="CSV to overlay as points (and to set the axis ranges)")
-    q.add_argument("--samples", type=int, default=500, help="Monte Carlo draws per x")
+    q.add_argument("--samples", type=positive_int, default=500, help="Monte Carlo draws per x")
     q.add_argument("--out", default="posterior.png", help="figure file (.png or .pdf)")
     q.set_defaults(func=_plot_posterior)
     q = kinds.add_parser("marginals", formatter_class=fmt, help="standardised predictive marginals (Fig. 10-11)",
@@ -238,8 +259,8 @@ def register(sub) -> None:
                          "variance, with the standard normal density dotted; one panel per MODEL.")
     q.add_argument("models", nargs="+", help="model files from `deepgp fit` (same input columns)")
     q.add_argument("--data", required=True, help="CSV with the models' input columns")
-    q.add_argument("--points", type=int, default=30, help="test points to show")
-    q.add_argument("--samples", type=int, default=2000, help="predictive draws per point")
+    q.add_argument("--points", type=positive_int, default=30, help="test points to show")
+    q.add_argument("--samples", type=positive_int, default=2000, help="predictive draws per point")
     q.add_argument("--out", default="marginals.png", help="figure file (.png or .pdf)")
     q.set_defaults(func=_plot_marginals)
 
@@ -256,6 +277,7 @@ def _demo(args) -> int:
 def _fit(args) -> int:
     from .estimator import DeepGPRegressor
 
+    check_writable(args.out, "the model")  # before training, not after it
     columns = read_csv(args.data)
     inputs = choose_inputs(columns, args.target, _names(args.inputs))
     X, y = select(columns, inputs), select(columns, [args.target])[:, 0]
@@ -276,8 +298,8 @@ def _fit(args) -> int:
 
 def _predict(args) -> int:
     levels = _levels(args.quantiles)
-    if args.samples < 0:
-        raise ValueError(f"--samples must be >= 0, got {args.samples}")
+    if args.out != "-":
+        check_writable(args.out, "the predictions")
     reg = load_regressor(args.model)
     if args.predict_samples is not None:
         reg.predict_samples = args.predict_samples
@@ -318,6 +340,8 @@ def evaluate_metrics(reg, X, y) -> dict:
 
 
 def _evaluate(args) -> int:
+    if args.json not in (None, "-"):
+        check_writable(args.json, "the metrics")
     reg = load_regressor(args.model)
     if args.predict_samples is not None:
         reg.predict_samples = args.predict_samples
@@ -332,6 +356,27 @@ def _evaluate(args) -> int:
     print(f"  log density  {metrics['log_density']:10.4f}   (mean per point, higher is better)")
     print(f"  RMSE         {metrics['rmse']:10.4f}")
     print(f"  CRPS         {metrics['crps']:10.4f}   (lower is better)")
+    return 0
+
+
+def _convert(args) -> int:
+    from . import storage
+    from .estimator import DeepGPRegressor
+    from .model import DeepGP
+
+    old = Path(args.old)
+    if not old.is_file():
+        raise FileNotFoundError(f"no such file: {old}")
+    if not storage.is_legacy(old):
+        raise ValueError(f"{old} is not a deepgp 0.1 (pickle) file; files of the current format need no conversion")
+    if not args.trust:
+        raise ValueError(f"converting {old} unpickles it, which runs any code it holds; "
+                         "add --trust if you trust where it came from")
+    check_writable(args.new, "the converted model")
+    kind, tree = storage.read_legacy(old)
+    obj = DeepGPRegressor.from_tree(tree, old) if kind == storage.REGRESSOR else DeepGP.from_tree(tree, old)
+    obj.save(args.new)
+    print(f"wrote {args.new} ({type(obj).__name__} {obj.model if kind == storage.REGRESSOR else obj.spec})")
     return 0
 
 

@@ -8,7 +8,7 @@ saved and reloaded estimator gives the same numbers.
 
 from __future__ import annotations
 
-import io
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -17,14 +17,13 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from . import storage
 from .datasets.uci import standardise
 from .linalg import seeded
 from .model import DeepGP
 from .prediction import chunks, predictive_moments
 from .training import fit as fit_model
-from .validation import check_device
-
-FORMAT = "deepgp-regressor/1"
+from .validation import check_device, check_positive_int
 
 
 @dataclass
@@ -131,7 +130,13 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
     # -- fitting ------------------------------------------------------------------------------
     def fit(self, X, y):
         """Fit on X [N, D] and y [N] or [N, D_y]; returns self."""
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, ensure_min_samples=2, dtype=np.float64)
+        check_positive_int("predict_samples", self.predict_samples)  # before training, not after it
+        for name, value in (("X", X), ("y", y)):  # scikit-learn's own message does not say which
+            if _is_complex(value):
+                raise ValueError(f"{name}: Complex data not supported; the inputs and targets must be real numbers")
+        X, y = _validate(self, "X and y", X, y, multi_output=True, y_numeric=True, ensure_min_samples=2)
+        if y.dtype.kind not in "biuf":  # y_numeric converts object arrays only, not strings
+            raise ValueError(f"y must be numeric, got an array of dtype {y.dtype}")
         y2 = y.reshape(len(y), -1)
         self.y_ndim_ = y.ndim
         self.x_scaler_ = Standardizer.fit(X)
@@ -153,7 +158,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
     # -- prediction ---------------------------------------------------------------------------
     def _inputs(self, X) -> np.ndarray:
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = _validate(self, "X", X, reset=False)
         return self.x_scaler_.transform(X)
 
     def _shape_y(self, A: np.ndarray) -> np.ndarray:
@@ -169,7 +174,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         model = self.model_
         model.eval()
         X = torch.as_tensor(Xs, dtype=model.dtype, device=model.device)
-        S = self.predict_samples
+        S = check_positive_int("predict_samples", self.predict_samples)
         mean, var = [], []
         with seeded(self.seed, model.device):
             for sl in chunks(len(X), S):
@@ -207,9 +212,13 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
     def log_density(self, X, y) -> np.ndarray:
         """log p(y_n | x_n) per point in the units of y (mixture estimator): [N]."""
         Xs = self._inputs(X)
-        y = np.asarray(y, dtype=np.float64).reshape(len(Xs), -1)
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim == 0 or len(y) != len(Xs):
+            raise ValueError(f"X and y have different numbers of rows: {len(Xs)} and {len(y) if y.ndim else 'a scalar'}")
+        y = y.reshape(len(Xs), -1)
         Ys = self.y_scaler_.transform(y)
-        logp = self.model_.predictive_log_density(Xs, Ys, self.predict_samples, "mixture", seed=self.seed)
+        S = check_positive_int("predict_samples", self.predict_samples)
+        logp = self.model_.predictive_log_density(Xs, Ys, S, "mixture", seed=self.seed)
         return logp - self.y_scaler_.log_jacobian
 
     def score(self, X, y, sample_weight=None) -> float:
@@ -219,32 +228,50 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path) -> None:
-        """Write settings, scalers and the fitted model to ``path`` (one torch file).
+        """Write settings, scalers, column names and the fitted model to ``path``.
 
-        A ``columns_`` attribute ({"inputs": [...], "target": name}, set by ``deepgp fit``) is kept too.
+        The file is safetensors with the settings as JSON (:mod:`deepgp.storage`): opening it never
+        runs code. The write is atomic: if it fails, a file already at ``path`` is left as it was.
+        ``feature_names_in_`` (fitted on a DataFrame) and ``columns_`` ({"inputs": [...],
+        "target": name}, set by ``deepgp fit``) are kept, so a reloaded estimator checks a
+        DataFrame's columns as the fitted one did.
         """
         check_is_fitted(self, "model_")
-        buf = io.BytesIO()
-        self.model_.save(buf)  # the core's own format: architecture config + state dict
-        torch.save(
-            {"format": FORMAT, "params": self.get_params(), "x_scaler": vars(self.x_scaler_),
-             "y_scaler": vars(self.y_scaler_), "y_ndim": self.y_ndim_, "n_features_in": self.n_features_in_,
-             "history": self.history_, "columns": getattr(self, "columns_", None), "model": buf.getvalue()},
-            path,
-        )
+        params = self.get_params()
+        params["device"] = None if self.device is None else str(self.device)
+        params["dtype"] = str(self.dtype).removeprefix("torch.")
+        names = getattr(self, "feature_names_in_", None)
+        tree = {
+            "params": params, "x_scaler": vars(self.x_scaler_), "y_scaler": vars(self.y_scaler_),
+            "y_ndim": int(self.y_ndim_), "n_features_in": int(self.n_features_in_),
+            "feature_names_in": None if names is None else [str(n) for n in names],
+            "history": np.asarray(self.history_, dtype=np.float64), "columns": getattr(self, "columns_", None),
+            "model": self.model_.to_tree(),
+        }
+        storage.write(path, storage.REGRESSOR, tree)
 
     @classmethod
-    def load(cls, path, device=None) -> "DeepGPRegressor":
-        """An estimator written by :meth:`save`; it predicts exactly as the saved one did."""
-        try:
-            blob = torch.load(path, map_location="cpu", weights_only=False)
-        except FileNotFoundError:
-            raise
-        except Exception:  # a CSV, a truncated file, ...: torch raises a variety of errors
-            blob = None
-        if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-            raise ValueError(f"{path} is not a model saved by deepgp (DeepGPRegressor.save / deepgp fit)")
-        params = dict(blob["params"])
+    def load(cls, path, device=None, trust: bool = False) -> "DeepGPRegressor":
+        """An estimator written by :meth:`save`; it predicts exactly as the saved one did.
+
+        A file that is not one (or is damaged) is a ValueError naming it. ``trust=True`` also reads
+        deepgp 0.1's pickle files, **which runs any code such a file holds**: only for a file whose
+        origin you trust, and only to :meth:`save` it again in the safe format.
+        """
+        tree = storage.read_trusted(path, storage.REGRESSOR) if trust else storage.read(path, storage.REGRESSOR)
+        return cls.from_tree(tree, path, device)
+
+    @classmethod
+    def from_tree(cls, tree: dict, path="the file", device=None) -> "DeepGPRegressor":
+        """The estimator saved by :meth:`save`, checked field by field (``path`` names it in errors)."""
+        field = storage.field
+        params = dict(field(tree, "params", dict, path))
+        known = cls().get_params()
+        if set(params) - set(known):
+            raise ValueError(f"{path}: unknown setting(s) {sorted(set(params) - set(known))} (written by a newer deepgp?)")
+        for name in params:  # each setting of the type of its default
+            kind = {float: (int, float), type(None): (str, type(None))}.get(type(known[name]), type(known[name]))
+            storage.field(params, name, kind, path)
         if device is not None:
             params["device"] = device
         else:
@@ -257,15 +284,50 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
                               stacklevel=2)
                 params["device"] = None
         est = cls(**params)
-        est.x_scaler_ = Standardizer(**blob["x_scaler"])
-        est.y_scaler_ = Standardizer(**blob["y_scaler"])
-        est.y_ndim_ = blob["y_ndim"]
-        est.n_features_in_ = blob["n_features_in"]
-        est.history_ = blob["history"]
-        if blob.get("columns"):
-            est.columns_ = blob["columns"]  # the CSV column names, set by `deepgp fit`
-        est.model_ = DeepGP.load(io.BytesIO(blob["model"]), device=params["device"])
+        est.x_scaler_, est.y_scaler_ = (_scaler(field(tree, k, dict, path), k, path) for k in ("x_scaler", "y_scaler"))
+        est.y_ndim_ = field(tree, "y_ndim", int, path)
+        est.n_features_in_ = field(tree, "n_features_in", int, path)
+        names = field(tree, "feature_names_in", list, path, optional=True)
+        if names is not None:
+            if len(names) != est.n_features_in_ or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"{path} is damaged: the field 'feature_names_in' does not name {est.n_features_in_} inputs")
+            est.feature_names_in_ = np.asarray(names, dtype=object)
+        est.history_ = field(tree, "history", torch.Tensor, path).numpy()
+        columns = field(tree, "columns", dict, path, optional=True)
+        if columns is not None:
+            inputs, target = columns.get("inputs"), columns.get("target")
+            if not (isinstance(inputs, list) and all(isinstance(n, str) for n in inputs) and isinstance(target, str)):
+                raise ValueError(f"{path} is damaged: the field 'columns' does not name inputs and a target")
+            est.columns_ = {"inputs": inputs, "target": target}  # the CSV column names, set by `deepgp fit`
+        model = field(tree, "model", dict, path)
+        est.model_ = DeepGP.from_tree(model, path, check_device(params["device"]))
+        if est.model_.input_dim != est.n_features_in_ or est.x_scaler_.mean.shape != (est.n_features_in_,):
+            raise ValueError(f"{path} is damaged: its model, scalers and input count disagree")
         return est
+
+
+def _scaler(tree: dict, name: str, path) -> Standardizer:
+    mean, std = (storage.field(tree, k, torch.Tensor, path).double().numpy() for k in ("mean", "std"))
+    if mean.ndim != 1 or mean.shape != std.shape or not (np.isfinite(mean).all() and (std > 0).all()):
+        raise ValueError(f"{path} is damaged: the field {name!r} is not a valid standardisation")
+    return Standardizer(mean, std)
+
+
+def _is_complex(value) -> bool:
+    try:
+        return np.asarray(value).dtype.kind == "c"
+    except (ValueError, TypeError):  # ragged and the like: validate_data says what is wrong
+        return False
+
+
+def _validate(estimator, names: str, *arrays, **kwargs):
+    """scikit-learn's ``validate_data`` (float64), its errors made to name the argument where they do not."""
+    try:
+        return validate_data(estimator, *arrays, dtype=np.float64, **kwargs)
+    except ValueError as err:
+        if re.search(r"\b(X|y)\b", str(err)):
+            raise
+        raise ValueError(f"{names}: {err}") from None
 
 
 def crps_from_samples(draws: np.ndarray, y: np.ndarray) -> np.ndarray:

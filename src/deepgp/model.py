@@ -5,19 +5,26 @@ The model string is the paper's notation, e.g. ``"LV-GP-GP"``; see :func:`parse_
 
 from __future__ import annotations
 
-import pickle
-
 import numpy as np
 import scipy.cluster.vq
 import torch
 from torch import nn
 
-from . import objectives, prediction
+from . import objectives, prediction, storage
 from .kernels import make_kernel
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import seeded
-from .validation import as_matrix, as_xy, check_device, check_dims, check_positive_int
+from .params import FLOOR
+from .validation import (
+    as_matrix,
+    as_xy,
+    check_device,
+    check_dims,
+    check_magnitude,
+    check_positive_float,
+    check_positive_int,
+)
 
 TOKENS = ("GP", "LV")
 MODES = ("joint", "independent", "predict")
@@ -63,6 +70,29 @@ def principal_directions(X: np.ndarray, num: int) -> np.ndarray:
 
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
+# a saved config's fields and their types (DeepGP.from_spec's arguments, input and output dimensions)
+CONFIG_FIELDS = {
+    "spec": str, "input_dim": int, "output_dim": int, "num_inducing": int, "hidden_dim": int, "latent_dim": int,
+    "kernel": str, "likelihood_variance": (int, float), "inner_q_sqrt": (int, float),
+    "train_inner_kernel_variance": bool, "encoder_hidden": (tuple, list), "dtype": str,
+}
+
+
+def _check_config(config: dict, state: dict, path) -> None:
+    """A saved architecture, refused by name if a field is missing, unknown or of the wrong type; its
+    sizes must fit the parameters the file holds (so a damaged file cannot ask for huge allocations)."""
+    unknown = sorted(set(config) - set(CONFIG_FIELDS))
+    if unknown:
+        raise ValueError(f"{path}: unknown config field(s) {unknown} (written by a newer deepgp?)")
+    for name, kind in CONFIG_FIELDS.items():
+        storage.field(config, name, kind, path)
+    size = sum(t.numel() for t in state.values())
+    M = config["num_inducing"]
+    # Z of the first GP layer is [M, ≥ input_dim] and q(v) of the last [M, output_dim]
+    factor = {"num_inducing": 1, "input_dim": M, "output_dim": M, "hidden_dim": 1, "latent_dim": 1}
+    for name, f in factor.items():
+        if not 1 <= config[name] or not 1 <= f * config[name] <= size:
+            raise ValueError(f"{path} is damaged: config {name}={config[name]} does not fit its {size} parameters")
 
 
 def _check_dtype(dtype) -> torch.dtype:
@@ -132,7 +162,15 @@ class DeepGP(nn.Module):
         num_inducing = check_positive_int("num_inducing", num_inducing)
         hidden_dim = check_positive_int("hidden_dim", hidden_dim)
         latent_dim = check_positive_int("latent_dim", latent_dim)
+        seed = check_positive_int("seed", seed, minimum=0)
+        likelihood_variance = check_positive_float("likelihood_variance", likelihood_variance, above=FLOOR)
+        inner_q_sqrt = check_positive_float("inner_q_sqrt", inner_q_sqrt)
+        if not isinstance(encoder_hidden, (tuple, list)):
+            raise ValueError(f"encoder_hidden must be a sequence of layer widths, got {encoder_hidden!r}")
+        encoder_hidden = tuple(check_positive_int("encoder_hidden", w) for w in encoder_hidden)
         X, Y = as_xy(X, Y, min_rows=2)
+        for name, A in (("X", X), ("Y", Y)):  # (as_xy checked them for float64 arithmetic)
+            check_magnitude(name, A, dtype)
         Xn = X.cpu().numpy()
         N, D = Xn.shape
         D_y = Y.shape[1]
@@ -168,27 +206,48 @@ class DeepGP(nn.Module):
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path) -> None:
-        """Write the architecture (``config``) and all parameters to ``path`` (torch.save)."""
-        if not hasattr(self, "config"):
-            raise ValueError("only models built by DeepGP.from_spec can be saved with save(); use torch.save(model)")
-        from . import __version__
+        """Write the architecture (``config``) and every parameter to ``path``.
 
-        torch.save({"format": "deepgp-model/1", "version": __version__, "config": self.config,
-                    "num_data": self.num_data, "state": self.state_dict()}, path)
+        The file is safetensors with the config as JSON (:mod:`deepgp.storage`): opening it never
+        runs code. The write is atomic: if it fails, a file already at ``path`` is left as it was.
+        """
+        storage.write(path, storage.MODEL, self.to_tree())
 
     @classmethod
-    def load(cls, path, device=None) -> "DeepGP":
-        """Rebuild a model written by :meth:`save`."""
+    def load(cls, path, device=None, trust: bool = False) -> "DeepGP":
+        """Rebuild a model written by :meth:`save`; a file that is not one is a ValueError naming it.
+
+        ``trust=True`` also reads deepgp 0.1's pickle files, **which runs any code such a file holds**:
+        only for a file whose origin you trust, and only to :meth:`save` it again in the safe format.
+        """
         device = check_device(device)
+        tree = storage.read_trusted(path, storage.MODEL) if trust else storage.read(path, storage.MODEL)
+        return cls.from_tree(tree, path, device)
+
+    def to_tree(self) -> dict:
+        """The saved form: {"config": architecture, "num_data": N, "state": the state dict}."""
+        if not hasattr(self, "config"):
+            raise ValueError("only models built by DeepGP.from_spec can be saved with save(); use torch.save(model)")
+        return {"config": dict(self.config), "num_data": self.num_data, "state": self.state_dict()}
+
+    @classmethod
+    def from_tree(cls, tree: dict, path="the file", device=None) -> "DeepGP":
+        """The model saved as :meth:`to_tree`, checked field by field (``path`` names it in errors)."""
+        config = dict(storage.field(tree, "config", dict, path))
+        num_data = storage.field(tree, "num_data", int, path)
+        state = storage.field(tree, "state", dict, path)
+        if not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise ValueError(f"{path} is damaged: its state holds values that are not tensors")
+        _check_config(config, state, path)
         try:
-            blob = torch.load(path, map_location="cpu", weights_only=False)
-        except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
-            raise ValueError(f"{path} is not a model saved by deepgp ({err})") from None
-        if not isinstance(blob, dict) or blob.get("format") != "deepgp-model/1":
-            raise ValueError(f"{path} is not a model saved by deepgp")
-        model = cls.build(blob["config"])
-        model.load_state_dict(blob["state"])
-        model.num_data = blob["num_data"]
+            model = cls.build(config)
+            model.load_state_dict(state)
+        except (ValueError, TypeError, RuntimeError) as err:
+            raise ValueError(f"{path} is damaged: its parameters do not fit its architecture "
+                             f"({' '.join(str(err).split())[:300]})") from None
+        if not all(bool(torch.isfinite(t).all()) for t in state.values() if t.is_floating_point()):
+            raise ValueError(f"{path} is damaged: it holds NaN or infinite parameters")
+        model.num_data = num_data
         return model.to(device) if device is not None else model
 
     @classmethod

@@ -18,6 +18,11 @@ from .layers import GPLayer
 from .linalg import CholeskyError
 
 
+class NaturalGradientError(RuntimeError):
+    """The natural-gradient step could not be taken for many iterations in a row (the step γ is
+    too large for the proposed precision to stay positive definite)."""
+
+
 @contextlib.contextmanager
 def expectation_parameters(layer: GPLayer):
     """Within the block, the layer's q is a function of η₁ [M, L] and η₂ [L, M, M] (yielded).

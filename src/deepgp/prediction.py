@@ -109,6 +109,8 @@ def predictive_log_density(model, X, Y, num_samples: int = 2000, estimator: str 
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    if estimator == "kde" and num_samples < 2:  # Silverman's bandwidth needs a spread of draws
+        raise ValueError(f"num_samples must be >= 2 for estimator='kde', got {num_samples}")
     with seeded(seed, model.device):
         return _log_density(model, X, Y, num_samples, estimator)
 

@@ -9,17 +9,24 @@ bound.)
 
 from __future__ import annotations
 
+import hashlib
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from . import storage
 from .linalg import seeded
-from .natgrad import natgrad_step_q
+from .natgrad import NaturalGradientError, natgrad_step_q
 from .objectives import check_inner_sampling
-from .validation import as_xy, check_positive_int
+from .validation import as_xy, check_positive_float, check_positive_int
+
+# this many natural-gradient steps skipped in a row (no step size down to γ/64 kept q(v) valid) stop
+# the run: the final layer has stopped learning, and a longer run would only hide it
+MAX_SKIPPED_IN_A_ROW = 100
 
 
 class _Batches:
@@ -93,6 +100,12 @@ def fit(
         checkpoint: a file to save the full training state to every ``checkpoint_every``
             iterations and at the end; if it exists, training resumes from it.
     Reproducible under ``seed``; the caller's global torch RNG state is left untouched.
+
+    A checkpoint records a fingerprint of the training data and of every setting above but
+    ``iterations`` (which may grow between runs); resuming with other data or settings is a
+    ValueError naming what differs. Natural-gradient steps that had to be skipped are reported: a
+    warning with their count, or a :class:`~deepgp.natgrad.NaturalGradientError` after
+    ``MAX_SKIPPED_IN_A_ROW`` in a row (the step ``gamma`` is too large).
     """
     if method not in ("vi", "iw"):
         raise ValueError(f"method must be 'vi' or 'iw', got {method!r}")
@@ -100,7 +113,22 @@ def fit(
     iterations = check_positive_int("iterations", iterations, minimum=0)
     batch_size = check_positive_int("batch_size", batch_size)
     num_samples = check_positive_int("num_samples", num_samples)
+    seed = check_positive_int("seed", seed, minimum=0)
+    lr = check_positive_float("lr", lr)
+    gamma = check_positive_float("gamma", gamma)
+    if gamma > 1:
+        raise ValueError(f"gamma must be in (0, 1] (1 is the full natural-gradient step), got {gamma!r}")
+    decay = check_positive_float("decay", decay)
+    if decay > 1:
+        raise ValueError(f"decay must be in (0, 1] (the factor applied every decay_every iterations), got {decay!r}")
+    decay_every = check_positive_int("decay_every", decay_every)
+    checkpoint_every = check_positive_int("checkpoint_every", checkpoint_every)
+    if checkpoint is not None:
+        storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
     X, Y = as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim, min_rows=2)
+    fingerprint = _fingerprint(model, X, Y, dict(
+        method=method, num_samples=num_samples, batch_size=batch_size, seed=seed, lr=lr, gamma=gamma, decay=decay,
+        decay_every=decay_every, natgrad=bool(natgrad), inner_sampling=inner_sampling))
     model.num_data = X.shape[0]
     final = model.final_layer
     q_final = {id(final.q_mu), id(final.q_sqrt)} if natgrad else set()
@@ -108,19 +136,24 @@ def fit(
     adam = _adam(params, lr)
     schedule = torch.optim.lr_scheduler.StepLR(adam, step_size=decay_every, gamma=decay)
     history: list[float] = []
-    start = 0
+    start = skipped = in_a_row = 0
     with seeded(seed, model.device):
         batches = _Batches(X.shape[0], batch_size)
         if checkpoint is not None and Path(checkpoint).exists():
-            # on the CPU first: a checkpoint written on a GPU resumes on the CPU and vice versa
-            # (load_state_dict copies onto the model's and optimiser's own devices)
-            state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-            model.load_state_dict(state["model"])
-            adam.load_state_dict(state["adam"])
-            schedule.load_state_dict(state["schedule"])
-            history, start = list(state["history"]), state["iteration"]
-            batches.buffer = state["batches"]
-            torch.set_rng_state(state["rng"])
+            state = storage.read(checkpoint, storage.CHECKPOINT)
+            _check_fingerprint(storage.field(state, "fingerprint", dict, checkpoint), fingerprint, checkpoint)
+            try:
+                # on the CPU first: a checkpoint written on a GPU resumes on the CPU and vice versa
+                # (load_state_dict copies onto the model's and optimiser's own devices)
+                model.load_state_dict(state["model"])
+                adam.load_state_dict(state["adam"])
+                schedule.load_state_dict(state["schedule"])
+                history, start = state["history"].tolist(), int(state["iteration"])
+                batches.buffer = state["batches"].long()
+                torch.set_rng_state(state["rng"])
+            except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
+                raise ValueError(f"checkpoint {checkpoint} is damaged ({type(err).__name__}: {err}); "
+                                 "delete it to train from the start") from None
             if "rng_cuda" in state and model.device.type == "cuda":
                 torch.cuda.set_rng_state(state["rng_cuda"], model.device)
 
@@ -129,15 +162,11 @@ def fit(
             return {"rng_cuda": torch.cuda.get_rng_state(model.device)} if model.device.type == "cuda" else {}
 
         def save():
-            if checkpoint is not None:
-                tmp = Path(str(checkpoint) + ".tmp")
-                torch.save(
-                    dict(model=model.state_dict(), adam=adam.state_dict(), schedule=schedule.state_dict(),
-                         history=history, iteration=len(history), batches=batches.buffer, rng=torch.get_rng_state(),
-                         **cuda_rng()),
-                    tmp,
-                )
-                os.replace(tmp, checkpoint)  # atomic: an interrupted save never corrupts the last one
+            if checkpoint is not None:  # atomic: an interrupted save never corrupts the last one
+                storage.write(checkpoint, storage.CHECKPOINT, dict(
+                    model=model.state_dict(), adam=adam.state_dict(), schedule=schedule.state_dict(),
+                    history=torch.tensor(history, dtype=torch.float64), iteration=len(history),
+                    batches=batches.buffer, rng=torch.get_rng_state(), fingerprint=fingerprint, **cuda_rng()))
 
         _settle_heap(model.device)
         bar = tqdm(total=iterations, initial=start, disable=not progress, desc=f"{model.spec} {method}", leave=False)
@@ -158,7 +187,15 @@ def fit(
             schedule.step()
             if natgrad:
                 # from ∂F/∂(m, R) = −∂loss/∂(m, R); γ decays on the same staircase as the learning rate
-                natgrad_step_q(final, -final.q_mu.grad, -final.q_sqrt.grad, gamma * decay ** ((t + 1) // decay_every))
+                step = gamma * decay ** ((t + 1) // decay_every)
+                if natgrad_step_q(final, -final.q_mu.grad, -final.q_sqrt.grad, step) == 0.0:
+                    skipped, in_a_row = skipped + 1, in_a_row + 1
+                    if in_a_row >= MAX_SKIPPED_IN_A_ROW:
+                        raise NaturalGradientError(
+                            f"the natural-gradient step of {final.name} failed on {in_a_row} iterations in a row "
+                            f"(up to iteration {t}; gamma={gamma}): q(v) no longer moves. Try a smaller gamma")
+                else:
+                    in_a_row = 0
             history.append(value)
             bar.update(1)
             if t % 25 == 0:
@@ -170,4 +207,35 @@ def fit(
         bar.close()
         save()
     model.eval()
+    if skipped:
+        warnings.warn(f"the natural-gradient step of {final.name} was skipped on {skipped} of {len(history) - start} "
+                      f"iterations (gamma={gamma}: the new q(v) was not positive definite even at gamma/64); "
+                      "a smaller gamma avoids that", RuntimeWarning, stacklevel=2)
     return np.asarray(history)
+
+
+def _fingerprint(model, X: torch.Tensor, Y: torch.Tensor, settings: dict) -> dict:
+    """What a checkpoint must match to be resumed: the data (a hash), the architecture and the settings."""
+    digest = hashlib.sha256()
+    for A in (X, Y):
+        a = A.detach().cpu().numpy()
+        digest.update(repr((a.shape, str(a.dtype))).encode())
+        digest.update(np.ascontiguousarray(a).tobytes())
+    architecture = getattr(model, "config", None) or {
+        "spec": model.spec, "shapes": {k: list(v.shape) for k, v in model.state_dict().items()}}
+    return {"data": digest.hexdigest(), "num_data": int(X.shape[0]), "model": architecture, "settings": settings}
+
+
+def _check_fingerprint(saved: dict, current: dict, path) -> None:
+    """A ValueError naming what differs between the checkpoint's run and this one."""
+    again = "use the same data and settings, another checkpoint file, or delete it to train from the start"
+    if saved.get("num_data") != current["num_data"] or saved.get("data") != current["data"]:
+        size = (f"{saved.get('num_data')} points, not {current['num_data']}" if saved.get("num_data") != current["num_data"]
+                else "the same number of points but other values")
+        raise ValueError(f"checkpoint {path} was written for other training data ({size}); {again}")
+    for part, what in (("model", "another model"), ("settings", "other settings")):
+        old = saved.get(part) if isinstance(saved.get(part), dict) else {}
+        new = current[part]
+        diff = [f"{k}={old.get(k)!r} (now {new.get(k)!r})" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        if diff:
+            raise ValueError(f"checkpoint {path} was written for {what}: {', '.join(diff)}; {again}")

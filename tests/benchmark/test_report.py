@@ -75,3 +75,22 @@ def test_the_papers_median_difference_needs_no_gp_rows_of_ours(tmp_path):
     results = tmp_path / "r.csv"
     write_results(results, {("boston", "LV-GP-GP", "iw"): [0.1]})
     assert "| median difference from GP (VI), paper | +0.12 |" in report.render_report(results, paper)
+
+
+def test_a_damaged_line_is_listed_and_every_other_row_reported(tmp_path):
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0, 0.2]})
+    with open(results, "a") as f:
+        f.write('boston,GP,"vi,1\n')  # broken quoting: read as one line, it hides nothing after it
+    with pytest.warns(runner.ResultsFileWarning, match="line 4"):
+        write_results(results, {("yacht", "GP", "vi"): [1.0]})
+    text = report.render_report(results)
+    assert "| boston | GP (VI) | 2 |" in text and "| yacht | GP (VI) | 1 |" in text
+    assert "- ignored damaged line 4 of the results file: not a complete row (`deepgp benchmark` runs its" in text
+
+
+def test_a_csv_that_is_not_a_results_file_is_refused(tmp_path):
+    other = tmp_path / "other.csv"
+    other.write_text("dataset,model\nboston,GP\n")
+    with pytest.raises(ValueError, match=r"other.csv is not a deepgp results file: it lacks the columns \['method', "):
+        report.render_report(other)

@@ -1,6 +1,13 @@
-"""Benchmark runner: rows, resuming, interrupted rows, parallel and Dask executors, the CLI."""
+"""Benchmark runner: rows, resuming, interrupted and damaged rows, claims, parallel and Dask executors, the CLI."""
 
 import csv
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +32,23 @@ def data_dir(tmp_path_factory):
 
 def configs(data_dir, pairs=(("GP", "vi"), ("LV-GP", "iw")), splits=(0, 1)):
     return runner.make_configs(["toya", "toyb"], pairs, splits, iterations=3, data_dir=str(data_dir), **FAST)
+
+
+def fake_row(config: dict) -> dict:
+    """A complete row without training. The config may carry ``sleep`` (seconds to take) and ``claims``
+    (a claims folder: its number of lock files while this runs is returned as n_train)."""
+    time.sleep(config.get("sleep", 0))
+    held = len(list(Path(config["claims"]).glob("*.lock"))) if "claims" in config else 0
+    return {k: config[k] for k in runner.KEY} | dict.fromkeys(runner.METRICS, 0.5) | dict(
+        num_samples=1, n_train=held, n_test=1, seconds=0.1, deepgp="0", torch="0", numpy="0", python="3")
+
+
+def fake_configs(datasets=("a", "b"), **settings):
+    return runner.make_configs(list(datasets), [("GP", "vi")], [0], iterations=3, **settings)
+
+
+def quiet(msg):
+    pass
 
 
 def test_model_methods_and_splits():
@@ -67,21 +91,24 @@ def test_interrupted_and_failed_rows_are_rerun(data_dir, tmp_path):
     good = runner.format_row(runner.read_results(results)[0] | {"dataset": "toyb"})
     with open(results, "a") as f:
         f.write(good[: len(good) // 2])
-    assert len(runner.read_results(results)) == 1
+    with pytest.warns(runner.ResultsFileWarning, match="ignoring damaged line 3"):
+        assert len(runner.read_results(results)) == 1
 
     def interrupted(config):
         raise KeyboardInterrupt  # Ctrl-C while training: nothing is written for the row
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt), pytest.warns(runner.ResultsFileWarning):
         runner.run_benchmark(todo, results, run=interrupted, log=lambda m: None)
 
     def broken(config):
         raise FloatingPointError("bound became nan")
 
-    assert runner.run_benchmark(todo, results, run=broken, log=lambda m: None) == 1
-    assert len(runner.read_results(results)) == 1
-    assert runner.run_benchmark(todo, results, log=lambda m: None) == 0
-    rows = runner.read_results(results)
+    with pytest.warns(runner.ResultsFileWarning):
+        # it runs (and fails): the interrupted run released its claim
+        assert runner.run_benchmark(todo, results, run=broken, log=lambda m: None) == 1
+        assert len(runner.read_results(results)) == 1
+        assert runner.run_benchmark(todo, results, log=lambda m: None) == 0
+        rows = runner.read_results(results)
     assert sorted(r["dataset"] for r in rows) == ["toya", "toyb"]
 
 
@@ -155,13 +182,272 @@ def test_a_results_file_from_before_the_new_columns_is_migrated_and_resumed(data
         w.writerow(old_columns)
         w.writerows([r[c] for c in old_columns] for r in rows)
         f.write("toya,GP,vi,0,trunc")  # a line cut by a crash: still ignored
-    assert {(r["method"], r["inner_sampling"], r["dtype"]) for r in runner.read_results(results)} == {
-        ("vi", "-", "float64"), ("iw", "joint", "float64")}  # read as the values those runs used
+    with pytest.warns(runner.ResultsFileWarning, match=f"ignoring damaged line {len(rows) + 2}"):
+        assert {(r["method"], r["inner_sampling"], r["dtype"]) for r in runner.read_results(results)} == {
+            ("vi", "-", "float64"), ("iw", "joint", "float64")}  # read as the values those runs used
     calls = []
-    assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c), log=lambda m: None) == 0
+    with pytest.warns(runner.ResultsFileWarning):
+        assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c), log=lambda m: None) == 0
     assert calls == []  # every row was recognised as done
     header = open(results).readline().strip().split(",")
-    assert tuple(header) == runner.COLUMNS and len(runner.read_results(results)) == len(rows)
+    assert tuple(header) == runner.COLUMNS and len(runner.load_results(results).rows) == len(rows)
     (tmp_path / "alien.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="use another --results file"):
         runner.prepare_results(tmp_path / "alien.csv")
+
+
+# -- damaged lines -------------------------------------------------------------------------------
+def test_a_damaged_line_costs_that_line_only(tmp_path, capsys):
+    results = tmp_path / "r.csv"
+    todo = fake_configs("abcd")
+    runner.run_benchmark(todo[:2], results, run=fake_row, log=quiet)
+    with open(results, "a") as f:
+        f.write('garbage,"oops\n')  # an unmatched quote: csv.reader of the file would read on to its end
+    with pytest.warns(runner.ResultsFileWarning, match=r"r.csv: ignoring damaged line 4 .*will run again"):
+        runner.run_benchmark(todo[2:], results, run=fake_row, log=quiet)
+    loaded = runner.load_results(results)
+    assert [r["dataset"] for r in loaded.rows] == ["a", "b", "c", "d"] and loaded.damaged == [4]
+    with pytest.warns(runner.ResultsFileWarning, match="line 4"):
+        assert len(runner.read_results(results)) == 4
+    calls = []
+    with pytest.warns(runner.ResultsFileWarning):
+        runner.run_benchmark(todo, results, run=lambda c: calls.append(c) or fake_row(c), log=quiet)
+    assert calls == []  # every row after the damaged line was recognised as done
+    assert main(["report", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"| {d} | GP (VI) | 1 |" in out for d in "abcd")
+    assert "- ignored damaged line 4 of the results file" in out
+
+
+def test_damaged_lines_are_listed_ten_at_most():
+    assert runner.describe_lines([7]) == "line 7"
+    assert runner.describe_lines(list(range(2, 15))) == "lines 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 3 more"
+
+
+def test_what_counts_as_a_damaged_line(tmp_path):
+    results = tmp_path / "r.csv"
+    runner.run_benchmark(fake_configs("a"), results, run=fake_row, log=quiet)
+    good = results.read_bytes().splitlines()[1]
+    lines = [good.replace(b"a,", b"b,", 1), b"", good + b",extra", good.replace(b",3,", b",three,", 1), b'x,"y"z',
+             good.replace(b"a,", b"c,", 1) + b"\r", good.replace(b"a,", b"\xff,", 1)]
+    with open(results, "ab") as f:
+        f.write(b"\n".join(lines))
+    loaded = runner.load_results(results)
+    assert [r["dataset"] for r in loaded.rows] == ["a", "b", "c"]  # a blank line and a CRLF line end are fine
+    assert loaded.damaged == [5, 6, 7, 9]  # too many fields, a number that is not, broken quoting, not UTF-8
+
+
+def test_migration_is_not_derailed_by_a_damaged_line(tmp_path):
+    results = tmp_path / "old.csv"
+    old_columns = [c for c in runner.COLUMNS if c not in runner.ADDED]
+    rows = [fake_row(c) for c in fake_configs("abc")]
+    with open(results, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(old_columns)
+        w.writerow([rows[0][c] for c in old_columns])
+        f.write('garbage,"oops\n')
+        w.writerows([r[c] for c in old_columns] for r in rows[1:])
+    with pytest.warns(runner.ResultsFileWarning, match="line 3"):
+        done = runner.prepare_results(results)
+    assert done == {runner.config_key(r) for r in rows}
+    assert results.read_text().splitlines()[0] == ",".join(runner.COLUMNS)
+    loaded = runner.load_results(results)
+    assert len(loaded.rows) == 3 and loaded.damaged == [3]  # kept where it was, still ignored
+
+
+def test_a_file_that_is_not_a_results_file_is_refused(tmp_path):
+    other = tmp_path / "x.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match=r"x.csv is not a deepgp results file: it lacks the columns \['dataset', "):
+        runner.load_results(other)
+    other.write_text("")
+    assert runner.load_results(other) == runner.Results([], [])
+
+
+# -- claims --------------------------------------------------------------------------------------
+HOLD = ("import filelock, sys, time; lock = filelock.FileLock(sys.argv[1], timeout=0); lock.acquire(); "
+        "print('held', flush=True); time.sleep(60)")
+
+
+def hold_claim(path: Path) -> subprocess.Popen:
+    """Another process holding the claim at ``path`` (until it is killed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _benchmark_after(barrier, todo, results):
+    barrier.wait()
+    runner.run_benchmark(todo, results, run=fake_row, log=quiet)
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_two_processes_on_one_results_file_run_each_configuration_once(tmp_path):
+    results = tmp_path / "r.csv"
+    todo = fake_configs(sleep=1.0)  # long enough for the two processes to overlap
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_benchmark_after, args=(barrier, todo, results), daemon=True) for _ in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(30)
+        assert [p.exitcode for p in procs] == [0, 0]
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+    assert sorted(r["dataset"] for r in runner.read_results(results)) == ["a", "b"]
+    assert not results.with_name("r.csv.claims").exists()  # every lock file removed with its row, then the folder
+
+
+def test_a_claim_left_by_a_killed_process_does_not_block_a_rerun(tmp_path):
+    results = tmp_path / "r.csv"
+    todo = fake_configs("a")
+    lock = runner.claim_path(results, todo[0])
+    assert lock.parent.name == "r.csv.claims" and lock.name.startswith("a-GP-vi-s0-") and lock.suffix == ".lock"
+    holder = hold_claim(lock)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    assert lock.exists()  # the killed run left its lock file behind
+    calls = []
+    assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c) or fake_row(c), log=quiet) == 0
+    assert len(calls) == 1 and len(runner.read_results(results)) == 1 and not lock.exists()
+
+
+@pytest.mark.parametrize("jobs, executor", [(1, "local"), (2, "local"), (1, "dask")])
+def test_a_configuration_claimed_by_a_running_process_is_skipped(tmp_path, jobs, executor):
+    if executor == "dask":
+        pytest.importorskip("dask.distributed", reason="dask[distributed] not installed (optional extra)")
+    results = tmp_path / "r.csv"
+    todo = fake_configs("abc")
+    holder = hold_claim(runner.claim_path(results, todo[1]))
+    try:
+        logs = []
+        assert runner.run_benchmark(todo, results, jobs=jobs, executor=executor, run=fake_row, log=logs.append) == 0
+        assert sorted(r["dataset"] for r in runner.read_results(results)) == ["a", "c"]
+        assert "1 configuration was skipped: another process was running it (a rerun picks up" in logs[-1]
+    finally:
+        holder.kill()
+        holder.wait()
+    logs = []
+    runner.run_benchmark(todo, results, run=fake_row, log=logs.append)  # its claim is free again
+    assert sorted(r["dataset"] for r in runner.read_results(results)) == ["a", "b", "c"]
+    assert "1 to run" in logs[0] and "skipped" not in logs[-1]
+
+
+@pytest.mark.parametrize("jobs, executor", [(1, "local"), (2, "local"), (1, "dask")])
+def test_claims_are_taken_as_configurations_start(tmp_path, jobs, executor):
+    if executor == "dask":
+        pytest.importorskip("dask.distributed", reason="dask[distributed] not installed (optional extra)")
+    results = tmp_path / "r.csv"
+    todo = fake_configs("abcde", claims=str(results.with_name("r.csv.claims")))
+    assert runner.run_benchmark(todo, results, jobs=jobs, executor=executor, run=fake_row, log=quiet) == 0
+    held = [r["n_train"] for r in runner.read_results(results)]  # lock files present while each ran
+    assert len(held) == 5 and 1 <= min(held) and max(held) <= jobs  # never the whole grid up front
+
+
+def test_a_failed_configuration_releases_its_claim(tmp_path):
+    results = tmp_path / "r.csv"
+    todo = fake_configs("a")
+
+    def broken(config):
+        raise FloatingPointError("bound became nan")
+
+    assert runner.run_benchmark(todo, results, run=broken, log=quiet) == 1
+    assert runner.claim_path(results, todo[0]).exists()  # no row, so the lock file stays (unheld)
+    assert runner.run_benchmark(todo, results, run=fake_row, log=quiet) == 0
+    assert len(runner.read_results(results)) == 1 and not results.with_name("r.csv.claims").exists()
+
+
+# -- settings ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, splits", [("0-2,4", [0, 1, 2, 4]), (" 1 - 2 ,0", [0, 1, 2]), ("3,", [3])])
+def test_parse_splits(text, splits):
+    assert runner.parse_splits(text) == splits
+
+
+@pytest.mark.parametrize("text", ["abc", "3-1", "-1", "1-x", "", "1-2-3", "0,x"])
+def test_parse_splits_refuses_malformed_text(text):
+    with pytest.raises(ValueError, match=f"splits must be non-negative integers like '0-4' or '0,2', got '{text}'"):
+        runner.parse_splits(text)
+
+
+@pytest.mark.parametrize("setting, message", [
+    (dict(num_inducing=0), "num_inducing must be an integer >= 1, got 0"),
+    (dict(test_limit=0), "test_limit must be an integer >= 1, got 0"),
+    (dict(iterations=-1), "iterations must be an integer >= 0, got -1"),
+    (dict(num_samples=0), "num_samples must be an integer >= 1, got 0"),
+    (dict(batch_size=2.5), "batch_size must be an integer >= 1, got 2.5"),
+    (dict(predict_samples="9"), "predict_samples must be an integer >= 3, got '9'"),
+    (dict(predict_samples=2), "predict_samples must be an integer >= 3, got 2"),
+    (dict(shapiro_points=True), "shapiro_points must be an integer >= 1, got True"),
+    (dict(splits=[0, -1]), "splits must be an integer >= 0, got -1"),
+])
+def test_make_configs_refuses_bad_settings(setting, message):
+    args = dict(datasets=["a"], pairs=[("GP", "vi")], splits=[0], iterations=5) | setting
+    with pytest.raises(ValueError, match=message):
+        runner.make_configs(**args)
+
+
+def run_main(args, capsys):
+    """(exit status, standard error) of ``deepgp ARGS``, whether argparse or a command refused it."""
+    try:
+        status = main(args)
+    except SystemExit as exit:
+        status = exit.code
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad, named", [
+    (["--num-inducing", "0"], ["argument --num-inducing: must be an integer >= 1, got '0'"]),
+    (["--test-limit", "0"], ["argument --test-limit"]),
+    (["--iterations", "-1"], ["argument --iterations: must be an integer >= 0"]),
+    (["--num-samples", "0"], ["argument --num-samples"]),
+    (["--batch-size", "x"], ["argument --batch-size"]),
+    (["--predict-samples", "0"], ["argument --predict-samples"]),
+    (["--shapiro-points", "0"], ["argument --shapiro-points"]),
+    (["--jobs", "0"], ["argument --jobs"]),
+    (["--splits", "abc"], ["argument --splits", "got 'abc'"]),
+    (["--splits", "3-1"], ["argument --splits", "got '3-1'"]),
+    (["--splits=-1"], ["argument --splits", "got '-1'"]),
+    (["--splits", "1-x"], ["argument --splits", "got '1-x'"]),
+])
+def test_cli_bad_benchmark_settings_are_one_line_errors(data_dir, tmp_path, capsys, bad, named):
+    results = tmp_path / "r.csv"
+    args = ["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--iterations", "1",
+            "--num-inducing", "4", "--test-limit", "5", "--predict-samples", "10", "--shapiro-points", "3",
+            "--data-dir", str(data_dir), "--results", str(results)]
+    status, err = run_main(args + bad, capsys)
+    assert status == 2 and len(err.splitlines()) == 1 and "deepgp benchmark: error: " in err
+    assert all(text in err for text in named) and "Traceback" not in err
+    assert not results.exists()  # refused before any configuration ran
+
+
+def test_cli_dask_missing_is_one_line_before_anything_is_claimed(data_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask", None)  # as if the optional extra were not installed
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+    results = tmp_path / "r.csv"
+    status, err = run_main(["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--executor",
+                            "dask", "--data-dir", str(data_dir), "--results", str(results)], capsys)
+    assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "deepgp benchmark: error: --executor dask needs dask.distributed: pip install 'deepgp[distributed]'" in err
+    assert not results.exists() and not results.with_name("r.csv.claims").exists()
+
+
+@pytest.mark.parametrize("content, says", [
+    ("dataset,score\ntoya,1\n", "x.csv is not a deepgp results file: it lacks the columns ['model', 'method', "),
+    ("", "x.csv holds no complete results rows"),
+    (",".join(runner.COLUMNS) + "\n", "x.csv holds no complete results rows"),
+    (",".join(runner.COLUMNS) + '\ngarbage,"oops\n',
+     "x.csv holds no complete results rows (ignored its damaged line 2)"),
+    (None, "No such file or directory: "),
+])
+def test_cli_report_of_a_file_without_results_is_a_one_line_error(tmp_path, capsys, content, says):
+    path = tmp_path / "x.csv"
+    if content is not None:
+        path.write_text(content)
+    status, err = run_main(["report", str(path)], capsys)
+    assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("deepgp report: error: ") and says in err and "x.csv" in err

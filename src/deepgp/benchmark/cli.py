@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
+from ..cli import at_least, count, positive_int
 from ..model import DTYPES
 from ..objectives import INNER_SAMPLING
 
@@ -15,32 +17,37 @@ def register(sub) -> None:
         "benchmark",
         help="run the UCI benchmark grid into a resumable results CSV",
         description="Train and evaluate every (dataset, model, method, split) not yet in --results; "
-        "one row per finished configuration, appended atomically (rerun the same command to resume).",
+        "one row per finished configuration, appended atomically (rerun the same command to resume). "
+        "Several runs may share one --results file: each takes the configurations the others are not running.",
     )
-    p.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated names (default: the 10 of issue 4)")
+    p.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated names (default: the 10 most used in the paper's Table 1)")
     p.add_argument("--models", default="GP:vi,GP-GP:vi,LV-GP:iw,LV-GP-GP:vi,LV-GP-GP:iw,LV-GP-GP-GP:iw",
                    help="comma-separated specs; MODEL:METHOD fixes the method, a bare MODEL is crossed with --methods "
-                   "(iw skipped for models without LV). Default: the paper's Table 1 columns of issue 4")
+                   "(iw skipped for models without LV). Default: six of the paper's Table 1 columns")
     p.add_argument("--methods", default="vi,iw", help="methods for bare models (default vi,iw)")
-    p.add_argument("--splits", default="0-4", help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)")
+    p.add_argument("--splits", type=_splits, default="0-4",
+                   help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)")
     p.add_argument("--protocol", choices=("splits", "paper"), default="splits",
                    help="splits: real splits, training statistics; paper: split 0 with all-data statistics, "
                    "--splits are seeds (the paper's code, REFERENCE.md §5.4)")
-    p.add_argument("--iterations", type=int, default=100_000, help="training iterations (paper: 100000)")
-    p.add_argument("--num-inducing", type=int, default=128, help="M (paper: 128)")
-    p.add_argument("--num-samples", type=int, default=5, help="K for iw (paper: 5)")
+    p.add_argument("--iterations", type=count, default=100_000, help="training iterations (paper: 100000)")
+    p.add_argument("--num-inducing", type=positive_int, default=128, help="M (paper: 128)")
+    p.add_argument("--num-samples", type=positive_int, default=5, help="K for iw (paper: 5)")
     p.add_argument("--inner-sampling", choices=INNER_SAMPLING, default="joint",
                    help="iw: one inner-layer draw shared by a point's K samples (the paper's text) or one per "
                    "sample (the paper's code, which produced its Table 1)")
     p.add_argument("--dtype", choices=tuple(DTYPES), default="float64",
                    help="float32: the opt-in fast mode (Cholesky of K(Z, Z) stays in float64)")
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--test-limit", type=int, default=10_000, help="at most this many test points (paper: 10000)")
-    p.add_argument("--predict-samples", type=int, default=2000, help="predictive draws per test point (paper: 2000)")
-    p.add_argument("--shapiro-points", type=int, default=200, help="test points for the median Shapiro-Wilk W")
+    p.add_argument("--batch-size", type=positive_int, default=512)
+    p.add_argument("--test-limit", type=positive_int, default=10_000,
+                   help="at most this many test points (paper: 10000)")
+    p.add_argument("--predict-samples", type=at_least(3), default=2000,
+                   help="predictive draws per test point (paper: 2000; Shapiro-Wilk needs 3)")
+    p.add_argument("--shapiro-points", type=positive_int, default=200,
+                   help="test points for the median Shapiro-Wilk W")
     p.add_argument("--data-dir", default=None, help="folder of NAME.csv.gz (else $DEEPGP_DATA, else the cache)")
     p.add_argument("--device", default=None, help="torch device for training and evaluation, e.g. cuda (default: cpu)")
-    p.add_argument("--jobs", type=int, default=1, help="parallel processes, one torch thread each")
+    p.add_argument("--jobs", type=positive_int, default=1, help="parallel processes, one torch thread each")
     p.add_argument("--executor", choices=("local", "dask"), default="local")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786); 'local' = LocalCluster")
     p.add_argument("--results", default="results.csv", help="results CSV (created, or resumed)")
@@ -54,9 +61,19 @@ def register(sub) -> None:
     r.set_defaults(func=_report)
 
 
+def _splits(text: str) -> list[int]:
+    """--splits as a list, or argparse's one-line error naming the option."""
+    from .runner import parse_splits
+
+    try:
+        return parse_splits(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _benchmark(args) -> int:
     from ..datasets.uci import find_uci
-    from .runner import make_configs, model_methods, parse_splits, run_benchmark
+    from .runner import make_configs, model_methods, run_benchmark
 
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     for d in datasets:
@@ -64,7 +81,7 @@ def _benchmark(args) -> int:
     pairs = model_methods([m.strip() for m in args.models.split(",") if m.strip()],
                           [m.strip() for m in args.methods.split(",") if m.strip()])
     configs = make_configs(
-        datasets, pairs, parse_splits(args.splits), args.iterations, protocol=args.protocol,
+        datasets, pairs, args.splits, args.iterations, protocol=args.protocol,
         num_inducing=args.num_inducing, test_limit=args.test_limit, inner_sampling=args.inner_sampling,
         dtype=args.dtype, num_samples=args.num_samples,
         batch_size=args.batch_size, predict_samples=args.predict_samples, shapiro_points=args.shapiro_points,

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import scipy.stats
 
-from .runner import read_results, variant
+from .runner import describe_lines, load_results, variant
 
 _PAPER_METHOD = {"vi": "VI", "iw": "IWVI"}
 BASELINE = ("GP", "vi", "")
@@ -108,9 +108,11 @@ def median_difference(means: dict[tuple, float], configs: list[tuple], datasets:
 
 def render_report(results, paper=None, metric: str = "test_loglik_kde", tolerance: float = 0.1) -> str:
     """The Markdown report of ``results`` (a results CSV), beside ``paper`` (the paper's Table 1 CSV)."""
-    rows = read_results(results)
+    loaded = load_results(results)
+    rows = loaded.rows
+    ignored = f"damaged {describe_lines(loaded.damaged)}" if loaded.damaged else ""
     if not rows:
-        raise ValueError(f"{results} holds no complete results rows")
+        raise ValueError(f"{results} holds no complete results rows" + (f" (ignored its {ignored})" if ignored else ""))
     groups = summarise(rows, metric)
     paper_table = read_paper(paper) if paper else {}
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
@@ -126,6 +128,10 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     lines.append(f"Results: `{results}` ({len(rows)} rows). Paper: `{paper}`." if paper else f"Results: `{results}`.")
     for it, m, protocol, limit in budgets:
         lines.append(f"- budget: {it} iterations, {m} inducing points, protocol `{protocol}`, test limit {limit}")
+    if ignored:
+        one = len(loaded.damaged) == 1
+        lines.append(f"- ignored {ignored} of the results file: {'not a complete row' if one else 'not complete rows'} "
+                     f"(`deepgp benchmark` runs {'its configuration' if one else 'their configurations'} again)")
     lines.append(f"- mean (s.e.) over runs; s.e. = std (ddof 0) / √runs, as the paper. Total compute: "
                  f"{sum(r['seconds'] for r in rows) / 3600:.2f} h over {len(rows)} runs.")
     lines += ["", "## Per dataset and model", "",

@@ -1,29 +1,54 @@
 """The UCI benchmark runner: one results row per (dataset, model, method, split, seed).
 
-Resumability: the results file is a CSV that only ever grows. A row is written when its
+Resuming: the results file is a CSV that only ever grows. A row is written when its
 configuration has finished, as one ``os.write`` of the whole line on an ``O_APPEND`` descriptor,
 so a row is either complete or absent; a run that is killed loses only the rows in flight. On
-start, rows already in the file (matched on :data:`KEY`) are skipped, and a malformed line
-(e.g. a truncated last line from a crash mid-write) is ignored and its configuration rerun. A file
-written before the ``inner_sampling`` and ``dtype`` columns existed is rewritten once with them
-(:data:`ADDED`: the values those runs used).
+start, rows already in the file (matched on :data:`KEY`) are skipped. A file written before the
+``inner_sampling`` and ``dtype`` columns existed is rewritten once with them (:data:`ADDED`: the
+values those runs used).
+
+Damaged lines: every physical line is parsed on its own (rows never contain a newline), so a
+damaged line (a truncated last line from a crash mid-write, an edit that broke its quoting, a
+wrong number of fields, a number that does not parse) costs that line only. It is ignored, its
+configuration runs again, and :func:`read_results` says so with a :class:`ResultsFileWarning`
+(:func:`load_results` returns the line numbers instead).
+
+Claims: several processes (several ``deepgp benchmark`` runs, on one machine or on a shared
+file system with working ``flock``) may share one results file. Right before a configuration
+starts, its process claims it with an OS file lock in ``<results name>.claims/`` (one lock file
+per configuration, named from its key); a configuration claimed elsewhere is skipped (it is
+running there), and one found in the file once claimed is skipped too (it finished there). The
+claim is released when the configuration has finished or failed, and its lock file removed once
+its row is in the file. The kernel releases the locks of a process that dies, so a killed run
+leaves at most stale lock files, which never block a rerun.
 
 Executors: ``local`` runs configurations in this process (``jobs=1``) or in a pool of ``jobs``
 processes with one torch thread each; ``dask`` submits the same function to a Dask distributed
-scheduler (``pip install deepgp[distributed]``) and writes rows here as they complete.
+scheduler (``pip install deepgp[distributed]``) and writes rows here as they complete. Either
+way at most as many configurations are claimed as can run at once (``jobs``, or the cluster's
+worker threads), the next one as soon as one finishes.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import itertools
 import os
 import platform
+import re
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 DATASETS = ("boston", "concrete", "energy", "forest", "kin8nm", "power", "winered", "yacht", "naval", "protein")
 # the paper's Table 1 configurations we benchmark by default: (model, method)
@@ -42,16 +67,22 @@ _INTS = ("split", "seed", "iterations", "num_inducing", "test_limit", "num_sampl
 
 # -- configurations ------------------------------------------------------------------------------
 def parse_splits(text: str) -> list[int]:
-    """"0-4" → [0, 1, 2, 3, 4]; "0,2" → [0, 2]; "3" → [3]."""
+    """"0-4" → [0, 1, 2, 3, 4]; "0,2" → [0, 2]; "3" → [3]. Anything else is a ValueError naming the text."""
     out: list[int] = []
     for part in str(text).split(","):
-        part = part.strip()
-        if "-" in part:
-            lo, hi = (int(v) for v in part.split("-", 1))
-            out.extend(range(lo, hi + 1))
-        elif part:
-            out.append(int(part))
-    if not out or min(out) < 0:
+        match = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", part)
+        if match is None:
+            if part.strip():
+                out = []
+                break
+            continue  # "0,2," : an empty part adds nothing
+        lo = int(match[1])
+        hi = lo if match[2] is None else int(match[2])
+        if hi < lo:
+            out = []
+            break
+        out.extend(range(lo, hi + 1))
+    if not out:
         raise ValueError(f"splits must be non-negative integers like '0-4' or '0,2', got {text!r}")
     return sorted(set(out))
 
@@ -95,14 +126,21 @@ def make_configs(
     """
     from ..model import _check_dtype  # (this module imports torch lazily)
     from ..objectives import check_inner_sampling
+    from ..validation import check_device, check_positive_int
 
     if protocol not in ("splits", "paper"):
         raise ValueError(f"protocol must be 'splits' or 'paper', got {protocol!r}")
     check_inner_sampling(inner_sampling)
     _check_dtype(dtype)
-    if settings.get("device") is not None:  # checked once here, not as one failed row per configuration
-        from ..validation import check_device
-
+    # checked once here, not as one failed row per configuration
+    splits = [check_positive_int("splits", s, minimum=0) for s in splits]
+    iterations = check_positive_int("iterations", iterations, minimum=0)
+    num_inducing = check_positive_int("num_inducing", num_inducing)
+    test_limit = check_positive_int("test_limit", test_limit)
+    for name in ("num_samples", "batch_size", "predict_samples", "shapiro_points"):
+        if name in settings:  # (Shapiro-Wilk needs 3 draws of each test point)
+            settings[name] = check_positive_int(name, settings[name], minimum=3 if name == "predict_samples" else 1)
+    if settings.get("device") is not None:
         check_device(settings["device"])
     pairs = list(pairs)
     configs = []
@@ -163,6 +201,23 @@ def run_config(config: dict) -> dict:
 
 
 # -- the results file ----------------------------------------------------------------------------
+class ResultsFileWarning(UserWarning):
+    """A results file has damaged lines: they are ignored, and their configurations run again."""
+
+
+@dataclass
+class Results:
+    """A results file as read: its complete rows (typed) and the 1-based numbers of the non-blank
+    lines ignored as damaged (wrong field count, unparseable numbers, broken quoting)."""
+
+    rows: list[dict] = field(default_factory=list)
+    damaged: list[int] = field(default_factory=list)
+
+
+# the columns every results file has had (older files lack the ADDED ones)
+_REQUIRED = tuple(c for c in COLUMNS if c not in ADDED)
+
+
 def format_row(row: dict) -> str:
     """One CSV line (with newline) of COLUMNS; floats to 6 significant digits."""
     buf = io.StringIO()
@@ -182,34 +237,90 @@ def _atomic_append(path: Path, text: str) -> None:
         os.close(fd)
 
 
+def _lines(path: Path) -> list[bytes]:
+    """The file's physical lines (without their line ends; the last is b"" after a final newline)."""
+    return [line.removesuffix(b"\r") for line in path.read_bytes().split(b"\n")]
+
+
+def _fields(line: bytes) -> list[str] | None:
+    """The fields of one line, or None where it is not one well-formed CSV record."""
+    try:
+        return next(csv.reader([line.decode()], strict=True))
+    except (UnicodeDecodeError, csv.Error, StopIteration):
+        return None
+
+
+def _parse_row(header: list[str], line: bytes) -> dict | None:
+    """One typed row, or None where the line is damaged."""
+    values = _fields(line)
+    if values is None or len(values) != len(header):
+        return None
+    row = dict(zip(header, values))
+    for k, default in ADDED.items():
+        row.setdefault(k, default(row))
+    try:
+        for k in _INTS:
+            if k in row:
+                row[k] = int(row[k])
+        for k in METRICS + ("seconds",):
+            row[k] = float(row[k])
+    except ValueError:
+        return None
+    return row
+
+
+def load_results(path) -> Results:
+    """The rows of a results file and the numbers of its damaged lines; each line is read on its
+    own, so a damaged one costs that line only. An empty file has no rows; a file without the
+    results columns is a ValueError."""
+    path = Path(path)
+    lines = _lines(path)
+    if not any(line.strip() for line in lines):
+        return Results()
+    header = _fields(lines[0]) or []
+    # the key columns tell a results file apart; any other column it lacks is named once those are there
+    missing = [c for c in KEY if c in _REQUIRED and c not in header] or [c for c in _REQUIRED if c not in header]
+    if missing:
+        raise ValueError(f"{path} is not a deepgp results file: it lacks the columns {missing}")
+    out = Results()
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        row = _parse_row(header, line)
+        if row is None:
+            out.damaged.append(number)
+        else:
+            out.rows.append(row)
+    return out
+
+
+def describe_lines(numbers: list[int], shown: int = 10) -> str:
+    """"line 3", "lines 3, 7", "lines 1, …, 10 and 5 more"."""
+    text = ", ".join(str(n) for n in numbers[:shown])
+    if len(numbers) > shown:
+        text += f" and {len(numbers) - shown} more"
+    return ("line " if len(numbers) == 1 else "lines ") + text
+
+
 def read_results(path) -> list[dict]:
-    """Complete rows of a results file (typed); malformed lines are skipped."""
+    """Complete rows of a results file (typed; [] if there is no file). Damaged lines are skipped
+    with one :class:`ResultsFileWarning` naming them."""
     path = Path(path)
     if not path.exists():
         return []
-    rows = []
-    with open(path, newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            return []
-        for values in reader:
-            if len(values) != len(header):
-                continue
-            row = dict(zip(header, values))
-            for k, default in ADDED.items():
-                row.setdefault(k, default(row))
-            try:
-                for k in _INTS:
-                    if k in row:
-                        row[k] = int(row[k])
-                for k in METRICS + ("seconds",):
-                    if k in row:
-                        row[k] = float(row[k])
-            except ValueError:
-                continue
-            rows.append(row)
-    return rows
+    results = load_results(path)
+    if results.damaged:
+        one = len(results.damaged) == 1
+        warnings.warn(f"{path}: ignoring damaged {describe_lines(results.damaged)} "
+                      f"({'not a complete results row' if one else 'not complete results rows'}); "
+                      f"{'its configuration' if one else 'their configurations'} will run again",
+                      ResultsFileWarning, stacklevel=2)
+    return results.rows
+
+
+def _done(path: Path) -> set[tuple[str, ...]]:
+    """The keys of the rows in the file now (no warning: the run warned once when it started)."""
+    return {config_key(r) for r in load_results(path).rows}
 
 
 def prepare_results(path) -> set[tuple[str, ...]]:
@@ -219,38 +330,138 @@ def prepare_results(path) -> set[tuple[str, ...]]:
     on a fresh line and the broken line stays isolated (and ignored).
     """
     path = Path(path)
-    if not path.exists() or path.stat().st_size == 0:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_append(path, ",".join(COLUMNS) + "\n")
+    if (not path.exists() or path.stat().st_size == 0) and _create(path):
         return set()
     with open(path, "rb") as f:
         f.seek(-1, os.SEEK_END)
         if f.read(1) != b"\n":
             _atomic_append(path, "\n")
-    with open(path, newline="") as f:
-        header = next(csv.reader(f), [])
+    header = _fields(_lines(path)[0]) or []
     if tuple(header) != COLUMNS:
-        if tuple(header) != tuple(c for c in COLUMNS if c not in ADDED):
+        if tuple(header) != _REQUIRED:
             raise ValueError(f"{path} has columns {header}, expected {list(COLUMNS)}; use another --results file")
-        _add_columns(path, header)
+        _add_columns(path)
     return {config_key(r) for r in read_results(path)}
 
 
-def _add_columns(path: Path, header: list[str]) -> None:
-    """Rewrite a file of the previous format with the ADDED columns, atomically (values kept as text)."""
+def _create(path: Path) -> bool:
+    """Create the file holding just its header; False if another process created it first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # the header is written beside the file and linked in, so a process starting at the same time
+    # sees either no file or a whole header, and two processes never write two headers
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    tmp.write_text(",".join(COLUMNS) + "\n")
+    try:
+        if path.exists():  # an empty file: nothing in it to lose
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links
+        _atomic_append(path, ",".join(COLUMNS) + "\n")
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
+
+
+def _add_columns(path: Path) -> None:
+    """Rewrite a file of the previous format with the ADDED columns, atomically (values kept as text).
+
+    Damaged lines are kept as they are, on the same line numbers: they stay ignored (and reported)."""
+    lines = _lines(path)
+    header = _fields(lines[0]) or []
+    if tuple(header) == COLUMNS:
+        return  # another process migrated it since we looked
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="")
     writer.writerow(COLUMNS)
-    with open(path, newline="") as f:
-        reader = csv.reader(f)
-        next(reader)
-        for values in reader:
-            if len(values) == len(header):  # malformed lines were ignored before and still are
-                row = dict(zip(header, values))
-                writer.writerow([row[c] if c in row else ADDED[c](row) for c in COLUMNS])
+    migrated = [out.getvalue().encode()]
+    for line in lines[1:]:
+        values = _fields(line) if line.strip() else None
+        if values is None or len(values) != len(header):
+            migrated.append(line)
+            continue
+        row = dict(zip(header, values))
+        out.seek(0)
+        out.truncate()
+        writer.writerow([row[c] if c in row else ADDED[c](row) for c in COLUMNS])
+        migrated.append(out.getvalue().encode())
     tmp = path.with_name(path.name + ".migrating")
-    tmp.write_text(out.getvalue())
+    tmp.write_bytes(b"\n".join(migrated))
     os.replace(tmp, path)
+
+
+# -- claims --------------------------------------------------------------------------------------
+def claim_path(results, config: dict) -> Path:
+    """The lock file that claims ``config`` for ``results``: named from its key, with a short hash of
+    the whole key, in the folder ``<results name>.claims`` beside the results file."""
+    results = Path(results)
+    digest = hashlib.sha256("\0".join(config_key(config)).encode()).hexdigest()[:8]
+    name = re.sub(r"[^\w.+-]+", "_", f"{config['dataset']}-{config['model']}-{config['method']}-s{config['split']}")
+    return results.with_name(results.name + ".claims") / f"{name[:80]}-{digest}.lock"
+
+
+class _Claims:
+    """This process's claims on the configurations of one results file (see the module docstring)."""
+
+    def __init__(self, results: Path):
+        self.results = results
+        self.folder = results.with_name(results.name + ".claims")
+        self.held: dict[tuple[str, ...], FileLock] = {}
+        self.running_elsewhere = 0  # skipped: claimed by another process
+        self.finished_elsewhere = 0  # skipped: another process wrote the row since this run started
+
+    def claimed(self, configs: Iterable[dict]) -> Iterator[dict]:
+        """The configurations of ``configs`` this process gets, each claimed only when it is asked for."""
+        for config in configs:
+            if self._take(config):
+                yield config
+
+    def _take(self, config: dict) -> bool:
+        import filelock
+
+        key = config_key(config)
+        for attempt in (1, 2):
+            self.folder.mkdir(exist_ok=True)
+            lock = filelock.FileLock(str(claim_path(self.results, config)), timeout=0)
+            try:
+                lock.acquire()
+                break
+            except filelock.Timeout:
+                self.running_elsewhere += 1
+                return False
+            except FileNotFoundError:
+                if attempt == 2:  # (the folder was removed by a run that finished, between mkdir and here)
+                    raise
+        self.held[key] = lock
+        if key in _done(self.results):  # another process finished it since this run read the file
+            self.finished_elsewhere += 1
+            self.release(config, remove=True)
+            return False
+        return True
+
+    def release(self, config: dict, remove: bool) -> None:
+        """Release the claim on ``config``; ``remove``: its row is in the file, so its lock file goes too."""
+        lock = self.held.pop(config_key(config), None)
+        if lock is not None:
+            self._drop(lock, remove)
+
+    def _drop(self, lock: FileLock, remove: bool) -> None:
+        if remove:
+            # removed while still held: whoever takes the claim from here on finds the row in the file
+            Path(lock.lock_file).unlink(missing_ok=True)
+        lock.release()
+
+    def close(self) -> None:
+        """Release every claim still held (an interrupted run), and remove the folder if it is empty."""
+        for lock in self.held.values():
+            lock.release()
+        self.held.clear()
+        try:
+            self.folder.rmdir()
+        except OSError:
+            pass  # other runs' claims are in it (or stale lock files of killed ones)
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -279,76 +490,121 @@ def run_benchmark(
     configs: list[dict], results, jobs: int = 1, executor: str = "local", scheduler: str | None = None,
     log: Callable[[str], None] | None = None, run: Callable[[dict], dict] = run_config,
 ) -> int:
-    """Run every configuration not yet in ``results``; returns the number of failed ones.
+    """Run every configuration neither in ``results`` nor claimed by another process; returns the
+    number of failed ones.
 
     Prints one progress line per finished row. A failing configuration is reported (with its
     traceback) and left out of the file, so a later run retries it.
     """
     log = log or (lambda msg: print(msg, flush=True))
+    if executor == "dask":
+        dask = _import_dask()  # a missing extra stops the run before anything is written or claimed
+    elif executor != "local":
+        raise ValueError(f"executor must be 'local' or 'dask', got {executor!r}")
     results = Path(results)
     done = prepare_results(results)
-    todo = [c for c in configs if config_key(c) not in done]
+    todo = list({config_key(c): c for c in configs if config_key(c) not in done}.values())
     log(f"{len(configs)} configurations, {len(configs) - len(todo)} already in {results}, {len(todo)} to run")
+    if not todo:
+        return 0
+    claims = _Claims(results)
     failed = 0
     t0 = time.perf_counter()
     finished = 0
 
     def record(config: dict, row: dict | None, err: BaseException | None) -> None:
+        """Write (or report) a finished configuration, then release its claim."""
         nonlocal failed, finished
-        finished += 1
-        prefix = f"[{finished}/{len(todo)} {time.perf_counter() - t0:7.0f}s]"
-        if err is not None:
-            failed += 1
-            log(f"{prefix} FAILED {_describe(config)}: {type(err).__name__}: {err}")
-            traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
-            return
-        _atomic_append(results, format_row(row))
-        log(f"{prefix} {_describe(row)}: kde {row['test_loglik_kde']:.3f} mixture {row['test_loglik_mixture']:.3f} "
-            f"rmse {row['test_rmse']:.3f} W {row['shapiro_median']:.3f} bound {row['bound']:.4g} "
-            f"({row['seconds']:.0f}s)")
+        written = False
+        try:
+            finished += 1
+            prefix = f"[{finished}/{len(todo)} {time.perf_counter() - t0:7.0f}s]"
+            if err is not None:
+                failed += 1
+                log(f"{prefix} FAILED {_describe(config)}: {type(err).__name__}: {err}")
+                traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
+                return
+            _atomic_append(results, format_row(row))
+            written = True
+            log(f"{prefix} {_describe(row)}: kde {row['test_loglik_kde']:.3f} mixture "
+                f"{row['test_loglik_mixture']:.3f} rmse {row['test_rmse']:.3f} W {row['shapiro_median']:.3f} "
+                f"bound {row['bound']:.4g} ({row['seconds']:.0f}s)")
+        finally:
+            claims.release(config, remove=written)
 
-    if not todo:
-        return 0
-    if executor == "dask":
-        _run_dask(todo, scheduler, record, run)
-    elif executor != "local":
-        raise ValueError(f"executor must be 'local' or 'dask', got {executor!r}")
-    elif jobs <= 1:
-        _init_worker()
-        for config in todo:
-            try:
-                row = run(config)
-            except Exception as err:  # noqa: BLE001 — one bad configuration must not stop the grid
-                record(config, None, err)
-            else:
-                record(config, row, None)
-    else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        # fork (where available) saves each worker re-importing torch (~10 s on a loaded core). With a
-        # CPU build it is safe because the parent is put on one thread first and never runs a parallel
-        # region, so there is no OpenMP pool to inherit in a broken state (the known fork + torch hang).
-        _init_worker()
-        # A CUDA build of torch cannot fork once autograd has run in the parent (its engine keeps
-        # device threads: "Unable to handle autograd's threading in combination with fork"), and CUDA
-        # itself never survives a fork: with a CUDA build, workers spawn and import torch afresh.
-        import torch
-
-        method = "fork" if "fork" in mp.get_all_start_methods() and torch.version.cuda is None else "spawn"
-        with ProcessPoolExecutor(jobs, mp_context=mp.get_context(method), initializer=_init_worker) as pool:
-            futures = {pool.submit(run, c): c for c in todo}
-            for fut in as_completed(futures):
-                err = fut.exception()
-                record(futures[fut], None if err else fut.result(), err)
+    try:
+        if executor == "dask":
+            _run_dask(claims.claimed(todo), scheduler, record, run, dask)
+        elif jobs <= 1:
+            _init_worker()
+            for config in claims.claimed(todo):
+                try:
+                    row = run(config)
+                except Exception as err:  # noqa: BLE001 — one bad configuration must not stop the grid
+                    record(config, None, err)
+                else:
+                    record(config, row, None)
+        else:
+            _run_pool(claims.claimed(todo), jobs, record, run)
+    finally:
+        claims.close()
+    if claims.finished_elsewhere:
+        n = claims.finished_elsewhere
+        log(f"{n} configuration{'s were' if n > 1 else ' was'} finished by another process meanwhile")
+    if claims.running_elsewhere:
+        n = claims.running_elsewhere
+        log(f"{n} configuration{'s were' if n > 1 else ' was'} skipped: another process was running "
+            f"{'them' if n > 1 else 'it'} (a rerun picks up any it did not finish)")
     return failed
 
 
-def _run_dask(todo: list[dict], scheduler: str | None, record, run) -> None:
+def _run_pool(configs: Iterator[dict], jobs: int, record, run) -> None:
+    """Run ``configs`` in a pool of ``jobs`` processes, taking the next one as one finishes."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    # fork (where available) saves each worker re-importing torch (~10 s on a loaded core). With a
+    # CPU build it is safe because the parent is put on one thread first and never runs a parallel
+    # region, so there is no OpenMP pool to inherit in a broken state (the known fork + torch hang).
+    _init_worker()
+    # A CUDA build of torch cannot fork once autograd has run in the parent (its engine keeps
+    # device threads: "Unable to handle autograd's threading in combination with fork"), and CUDA
+    # itself never survives a fork: with a CUDA build, workers spawn and import torch afresh.
+    import torch
+
+    method = "fork" if "fork" in mp.get_all_start_methods() and torch.version.cuda is None else "spawn"
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context(method), initializer=_init_worker) as pool:
+        running: dict = {}
+
+        def fill() -> None:
+            # claim only what can start now: the rest stays free for other processes to take
+            for config in itertools.islice(configs, jobs - len(running)):
+                try:
+                    running[pool.submit(run, config)] = config
+                except BrokenProcessPool as err:  # a worker died: every configuration left fails alike
+                    record(config, None, err)
+
+        fill()
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                err = fut.exception()
+                record(running.pop(fut), None if err else fut.result(), err)
+            fill()
+
+
+def _import_dask():
     try:
         from dask.distributed import Client, LocalCluster, as_completed
-    except ImportError as err:  # pragma: no cover - depends on the optional extra
+    except ImportError as err:
         raise ImportError("--executor dask needs dask.distributed: pip install 'deepgp[distributed]'") from err
+    return Client, LocalCluster, as_completed
+
+
+def _run_dask(configs: Iterator[dict], scheduler: str | None, record, run, dask) -> None:
+    """Run ``configs`` on a Dask cluster, at most as many at once as it has worker threads."""
+    Client, LocalCluster, as_completed = dask
     cluster = None
     if not scheduler or scheduler == "local":
         # a convenience for trying the path on one machine; real use passes a scheduler address
@@ -356,11 +612,22 @@ def _run_dask(todo: list[dict], scheduler: str | None, record, run) -> None:
         scheduler = cluster.scheduler_address
     try:
         with Client(scheduler) as client:
-            futures = client.map(run, todo, pure=False)
-            config_of = {f.key: c for f, c in zip(futures, todo)}
-            for fut in as_completed(futures):
+            pending = as_completed()
+            config_of: dict = {}
+
+            def fill() -> None:
+                # asked each time: workers may join or leave while the grid runs
+                capacity = max(1, sum(client.nthreads().values()))
+                for config in itertools.islice(configs, max(0, capacity - len(config_of))):
+                    fut = client.submit(run, config, pure=False)
+                    config_of[fut.key] = config
+                    pending.add(fut)
+
+            fill()
+            for fut in pending:
                 err = fut.exception()
-                record(config_of[fut.key], None if err else fut.result(), err)
+                record(config_of.pop(fut.key), None if err else fut.result(), err)
+                fill()
     finally:
         if cluster is not None:
             cluster.close()

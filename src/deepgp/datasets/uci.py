@@ -157,8 +157,12 @@ def standardise(train: np.ndarray, *others: np.ndarray):
     # constant columns are detected exactly (np.std of equal floats can be ~1e-16, not 0) and
     # centred on their value, so they come out exactly 0
     const = np.ptp(train, axis=0) == 0
-    mean = np.where(const, train[0], train.mean(axis=0))
-    std = np.where(const, 1.0, train.std(axis=0))
+    # columns with values beyond 1e100 are scaled down first: their sums and squares would overflow
+    scale = np.abs(train).max(axis=0, initial=0.0)
+    scale = np.where(scale > 1e100, scale, 1.0)
+    mean = np.where(const, train[0], (train / scale).mean(axis=0) * scale)
+    std = (train / scale).std(axis=0) * scale
+    std = np.where(const | (std == 0), 1.0, std)  # std 0 without ptp 0: spreads of ~1e-300 underflow
     return (mean, std, (train - mean) / std, *((o - mean) / std for o in others))
 
 

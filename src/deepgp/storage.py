@@ -1,0 +1,267 @@
+"""Files that hold models, estimators and training checkpoints: opening one never runs code, and a
+failed write never costs the file that was there.
+
+**Format.** Every file is a `safetensors <https://github.com/huggingface/safetensors>`_ file: an
+8-byte length, a JSON header, then the raw bytes of the tensors. Reading one parses JSON and copies
+bytes; unlike a pickle (``torch.save``), nothing in it can execute. The header's metadata holds
+
+* ``format``: what the file is, e.g. ``deepgp-model/2`` (:data:`MODEL`, :data:`REGRESSOR`,
+  :data:`CHECKPOINT`);
+* ``deepgp``: the version that wrote it;
+* ``tree``: the saved object as JSON, in which each tensor is a reference ``{"$tensor": name}`` to
+  one of the file's tensors (named by its place in the tree, e.g. ``state/layers.0.Z``), and the
+  few values JSON lacks are spelt out: ``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}``
+  (a dict whose keys are not all strings) and ``{"$float": "nan"}``.
+
+Any safetensors reader can list a file's tensors and read its metadata.
+
+**Writing** goes to a temporary file beside the target, flushed to disk, then renamed over it
+(``os.replace``, atomic): an interrupted or failed save leaves the old file as it was.
+
+**Old files.** deepgp 0.1 wrote pickles (``torch.save``), which can run code when opened. They are
+refused with a message that says how to convert one whose origin is trusted (:func:`read_legacy`,
+behind an explicit ``trust=True`` / ``deepgp convert --trust``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from pathlib import Path
+
+import numpy as np
+import torch
+
+MODEL = "deepgp-model/2"
+REGRESSOR = "deepgp-regressor/2"
+CHECKPOINT = "deepgp-checkpoint/2"
+WHAT = {MODEL: "a model saved by deepgp (DeepGP.save)", REGRESSOR: "a model saved by deepgp (DeepGPRegressor.save, deepgp fit)",
+        CHECKPOINT: "a training checkpoint saved by deepgp"}
+NOUN = {MODEL: "the model", REGRESSOR: "the model", CHECKPOINT: "the checkpoint"}
+_ZIP = b"PK\x03\x04"  # torch.save's zip container
+
+
+# -- the tree: JSON plus named tensors -------------------------------------------------------------
+def pack(tree) -> tuple[object, dict[str, torch.Tensor]]:
+    """(JSON-ready object, {name: tensor}) for a tree of dicts, lists, tuples, tensors, numpy arrays and
+    plain scalars; anything else is a ValueError naming its place in the tree (nothing is pickled)."""
+    tensors: dict[str, torch.Tensor] = {}
+
+    def name_for(where: str) -> str:
+        name, i = where or "value", 1
+        while name in tensors:  # e.g. keys 0 and "0" in one dict
+            name, i = f"{where}~{i}", i + 1
+        return name
+
+    def walk(value, where: str):
+        if isinstance(value, np.ndarray):
+            value = torch.from_numpy(np.ascontiguousarray(value))
+        if isinstance(value, torch.Tensor):
+            name = name_for(where)
+            # a copy of its own: safetensors refuses tensors that share memory (e.g. one W in two layers)
+            tensors[name] = value.detach().to("cpu", copy=True).contiguous()
+            return {"$tensor": name}
+        if isinstance(value, np.generic):
+            value = value.item()
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, float):
+            return value if math.isfinite(value) else {"$float": repr(value)}
+        if isinstance(value, (list, tuple)):
+            items = [walk(v, f"{where}/{i}" if where else str(i)) for i, v in enumerate(value)]
+            return {"$tuple": items} if isinstance(value, tuple) else items
+        if isinstance(value, dict):
+            if all(isinstance(k, str) and not k.startswith("$") for k in value):
+                return {k: walk(v, f"{where}/{k}" if where else k) for k, v in value.items()}
+            for k in value:
+                if not (k is None or isinstance(k, (bool, int, float, str))):
+                    raise ValueError(f"cannot save a dict key of type {type(k).__name__} (at {where or 'the top'})")
+            return {"$dict": [[k, walk(v, f"{where}/{k}" if where else str(k))] for k, v in value.items()]}
+        raise ValueError(f"cannot save a value of type {type(value).__name__} (at {where or 'the top'}): "
+                         "files hold tensors, numbers, strings, lists and dicts only")
+
+    return walk(tree, ""), tensors
+
+
+def unpack(obj, tensors: dict[str, torch.Tensor]):
+    """The inverse of :func:`pack`; a malformed tree is a ValueError."""
+    if isinstance(obj, list):
+        return [unpack(v, tensors) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    if len(obj) == 1:
+        (key, value), = obj.items()
+        if key == "$tensor":
+            if not isinstance(value, str) or value not in tensors:
+                raise ValueError(f"a reference to a missing tensor {value!r}")
+            return tensors[value]
+        if key == "$tuple" and isinstance(value, list):
+            return tuple(unpack(v, tensors) for v in value)
+        if key == "$float" and value in ("nan", "inf", "-inf"):
+            return float(value)
+        if key == "$dict" and isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 for p in value):
+            return {k: unpack(v, tensors) for k, v in value}
+    if any(k.startswith("$") for k in obj):
+        raise ValueError(f"an unknown entry {sorted(obj)[0]!r}")
+    return {k: unpack(v, tensors) for k, v in obj.items()}
+
+
+# -- reading and writing ---------------------------------------------------------------------------
+def check_writable(path, what: str = "the file") -> Path:
+    """``path`` as a Path, or a ValueError if a file cannot be written there (call before long work)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"cannot write {what} to {path}: it is a folder; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(f"cannot write {what} to {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {what} to {path}: no permission to create files in {folder}")
+    return path
+
+
+def write_bytes(path, data: bytes) -> None:
+    """Replace ``path`` by ``data`` atomically: written beside it, flushed, then renamed over it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 & ~umask, as open() would
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write(path, kind: str, tree) -> None:
+    """Save ``tree`` as a file of format ``kind`` (atomic; see the module docstring)."""
+    from safetensors.torch import save
+
+    from . import __version__
+
+    check_writable(path, NOUN[kind])
+    obj, tensors = pack(tree)
+    header = {"format": kind, "deepgp": __version__, "tree": json.dumps(obj, allow_nan=False, separators=(",", ":"))}
+    write_bytes(path, save(tensors, metadata=header))
+
+
+def read(path, kind: str):
+    """The tree saved in ``path`` by :func:`write` with format ``kind``.
+
+    Refused with a one-line ValueError naming the file: a missing file (FileNotFoundError), a file of
+    another format, a damaged or truncated file, and deepgp 0.1's pickle files (never unpickled).
+    """
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not {WHAT[kind]}")
+    if is_legacy(path):
+        raise ValueError(legacy_message(path, kind))
+    with open(path, "rb") as f:
+        head = f.read(8)
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            meta = f.metadata() or {}
+            tensors = {name: f.get_tensor(name) for name in f.keys()}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        if len(head) < 8 or "header" in str(err).lower() or "metadata" in str(err).lower():
+            raise ValueError(f"{path} is not {WHAT[kind]} (or it is damaged or cut short)") from None
+        raise ValueError(f"{path} could not be read: {' '.join(str(err).split())}") from None
+    found = meta.get("format")
+    if found != kind:
+        other = f"; it is {WHAT[found]}" if found in WHAT else ""
+        raise ValueError(f"{path} is not {WHAT[kind]}{other}")
+    try:
+        return unpack(json.loads(meta["tree"]), tensors)
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path} is damaged: its contents do not parse ({err})") from None
+
+
+def field(tree, name: str, kind: type | tuple[type, ...], path, optional: bool = False):
+    """``tree[name]`` checked to be of type ``kind``: a damaged file is a ValueError naming the field."""
+    if not isinstance(tree, dict):
+        raise ValueError(f"{path} is damaged: expected a table of fields, found {type(tree).__name__}")
+    if name not in tree or (optional and tree[name] is None):
+        if optional:
+            return None
+        raise ValueError(f"{path} is damaged or incomplete: it lacks the field {name!r}")
+    value = tree[name]
+    if isinstance(value, bool) and kind in (int, float):
+        kind = bool  # True is an int in Python, not in a file
+    if not isinstance(value, kind):
+        raise ValueError(f"{path} is damaged: the field {name!r} is a {type(value).__name__}")
+    return value
+
+
+def read_trusted(path, kind: str):
+    """:func:`read`, or for a deepgp 0.1 pickle file :func:`read_legacy` (**which runs any code it holds**)."""
+    if Path(path).is_file() and is_legacy(path):
+        found, tree = read_legacy(path)
+        if found != kind:
+            raise ValueError(f"{path} is not {WHAT[kind]}; it is {WHAT[found]}")
+        return tree
+    return read(path, kind)
+
+
+# -- deepgp 0.1's pickle files ---------------------------------------------------------------------
+def legacy_message(path, kind: str) -> str:
+    how = (f"`deepgp convert {path} NEW --trust` (or `load({str(path)!r}, trust=True)` then `save`)"
+           if kind != CHECKPOINT else "nothing: delete it to train from the start")
+    return (f"{path} is in deepgp 0.1's pickle format, which can run code when opened, so it is not read. "
+            f"If you trust where it came from, convert it once with {how}")
+
+
+def is_legacy(path) -> bool:
+    """Whether ``path`` starts like torch.save's output: its zip container, or a bare pickle (protocol
+    2-5: 0x80 and the protocol). A safetensors file's first 8 bytes are its header's length and the
+    9th is the header's ``{``, so a length whose low byte is 0x80 is not mistaken for a pickle."""
+    with open(path, "rb") as f:
+        head = f.read(9)
+    pickle = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") and head[8:9] != b"{"
+    return head.startswith(_ZIP) or pickle
+
+
+def read_legacy(path) -> tuple[str, dict]:
+    """(kind, tree) of a deepgp 0.1 file, the tree laid out as :func:`read` gives the current format.
+
+    **This unpickles the file, which runs any code it contains**: only for a file whose origin is
+    trusted, behind an explicit ``trust=True`` or ``deepgp convert --trust``.
+    """
+    import io
+
+    def unpickle(source):
+        try:
+            return torch.load(source, map_location="cpu", weights_only=False)
+        except Exception as err:  # a damaged pickle raises a variety of errors
+            raise ValueError(f"{path} could not be read as a deepgp 0.1 file ({type(err).__name__}: {err})") from None
+
+    def model_tree(blob) -> dict:
+        tree = {k: blob.get(k) for k in ("config", "num_data", "state")}
+        tree["config"] = {"dtype": "float64", **(tree["config"] or {})}  # files older than float32 mode
+        return tree
+
+    blob = unpickle(path)
+    found = blob.get("format") if isinstance(blob, dict) else None
+    if found not in ("deepgp-model/1", "deepgp-regressor/1"):
+        raise ValueError(f"{path} is not a model file of deepgp 0.1")
+    try:
+        if found == "deepgp-model/1":
+            return MODEL, model_tree(blob)
+        tree = {k: blob.get(k) for k in ("params", "y_ndim", "n_features_in", "columns")}
+        tree.update(
+            x_scaler={k: torch.as_tensor(v) for k, v in blob["x_scaler"].items()},
+            y_scaler={k: torch.as_tensor(v) for k, v in blob["y_scaler"].items()},
+            history=torch.as_tensor(np.asarray(blob["history"], dtype=np.float64)), feature_names_in=None,
+            model=model_tree(unpickle(io.BytesIO(blob["model"]))),
+        )
+        return REGRESSOR, tree
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        raise ValueError(f"{path} is not a complete deepgp 0.1 model file ({type(err).__name__}: {err})") from None

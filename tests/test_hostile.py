@@ -1,0 +1,252 @@
+"""deepgp used by a careless or a malicious user: files that try to run code, damaged files, bad
+command lines, and arbitrary arrays. Every case ends in a one-line error or a finite result."""
+
+import csv
+import gzip
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save as safetensors_bytes
+
+import deepgp
+from deepgp import DeepGPRegressor, storage
+from deepgp.cli import main
+
+FAST = ["--iterations", "30", "--num-inducing", "8", "--batch-size", "64", "--no-progress"]
+
+
+# -- files that try to run code ------------------------------------------------------------------------
+class Evil:
+    """Unpickling this runs ``exec``, which writes a marker file: the attack of a shared model file."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').write('code ran')",)
+
+
+def evil_files(folder, marker) -> dict:
+    """Pickle files that run code when opened, as model and checkpoint files of several shapes."""
+    evil = Evil(marker)
+    files = {
+        "regressor.pt": {"format": "deepgp-regressor/1", "x": evil},
+        "model.pt": {"format": "deepgp-model/1", "config": {"spec": evil}, "state": {}},
+        "checkpoint.pt": {"model": {}, "adam": {"state": {0: {"step": evil}}, "param_groups": []}},
+        "bare.pt": evil,
+    }
+    for name, blob in files.items():
+        torch.save(blob, folder / name)
+    torch.save(files["regressor.pt"], folder / "old-style.pt", _use_new_zipfile_serialization=False)
+    # the current format holding a pickle in its JSON, as a string and as a made-up entry: both inert
+    pickled = io.BytesIO()
+    torch.save(evil, pickled)
+    for name, value in {"in-config.safetensors": pickled.getvalue().hex(),
+                        "entry.safetensors": {"$pickle": pickled.getvalue().hex()}}.items():
+        tree = {"config": {"spec": "GP", "kernel": value}, "num_data": 3, "state": {"w": {"$tensor": "w"}}}
+        (folder / name).write_bytes(safetensors_bytes({"w": torch.ones(1)}, metadata={
+            "format": storage.REGRESSOR, "tree": json.dumps({"model": tree, "params": {}})}))
+    return {name: folder / name for name in [*files, "old-style.pt", "in-config.safetensors", "entry.safetensors"]}
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """A CSV (x1, x2, y) and a model fitted on it by `deepgp fit`."""
+    d = tmp_path_factory.mktemp("hostile")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, (120, 2))
+    rows = np.c_[x, np.sin(2 * x[:, 0]) + 0.1 * rng.standard_normal(120)]
+    data = d / "data.csv"
+    with open(data, "w", newline="") as f:
+        csv.writer(f).writerows([["x1", "x2", "y"], *rows.round(5).tolist()])
+    model = d / "model.safetensors"
+    assert main(["fit", str(data), "--target", "y", "--model", "GP", "--method", "vi", "--out", str(model), *FAST]) == 0
+    return d, data, model
+
+
+def test_opening_a_malicious_file_never_runs_its_code(fitted, tmp_path, capsys):
+    _, data, model = fitted
+    marker = tmp_path / "PWNED"
+    files = evil_files(tmp_path, marker)
+    x, y = np.random.default_rng(0).standard_normal((20, 2)), np.zeros((20, 1))
+    for name, path in files.items():
+        for load in (DeepGPRegressor.load, deepgp.DeepGP.load):
+            with pytest.raises(ValueError) as err:
+                load(path)
+            assert str(path) in str(err.value) and "\n" not in str(err.value), (name, err.value)
+        with pytest.raises(ValueError, match=str(path)):
+            deepgp.fit(deepgp.DeepGP.from_spec("GP", x, y, num_inducing=4), x, y, iterations=2, progress=False,
+                       checkpoint=path)
+        for argv in (["predict", str(path), str(data)], ["evaluate", str(path), str(data)],
+                     ["plot", "posterior", str(path), "--out", str(tmp_path / "p.png")],
+                     ["plot", "marginals", str(path), "--data", str(data), "--out", str(tmp_path / "m.png")],
+                     ["convert", str(path), str(tmp_path / "new.safetensors")]):  # no --trust
+            capsys.readouterr()
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+        assert not marker.exists(), f"opening {name} ran its code"
+
+
+def test_a_trusted_conversion_is_the_one_door_to_old_files(fitted, tmp_path, capsys):
+    _, data, model = fitted
+    marker = tmp_path / "PWNED"
+    files = evil_files(tmp_path, marker)
+    assert main(["convert", str(files["regressor.pt"]), str(tmp_path / "new.safetensors"), "--trust"]) == 2
+    assert marker.exists()  # documented: --trust unpickles, and a pickle runs its code
+    assert "is not a complete deepgp 0.1 model file" in capsys.readouterr().err
+
+
+# -- bad command lines ---------------------------------------------------------------------------------
+def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
+    """(argv, exit status, text the one error line must contain)."""
+    cut = tmp / "cut.csv.gz"
+    cut.write_bytes(gzip.compress(data.read_bytes())[:-20])
+    inf = tmp / "inf.csv"
+    inf.write_text("x1,x2,y\n1,2,3\n4,inf,6\n7,8,9\n")
+    one_row = tmp / "one.csv"
+    one_row.write_text("x1,x2,y\n1,2,3\n")
+    not_results = tmp / "other.csv"
+    not_results.write_text("a,b\n1,2\n")
+    half_model = tmp / "half.safetensors"
+    storage.write(half_model, storage.REGRESSOR, {"params": {}, "model": {}})
+    fit = ["fit", str(data), "--target", "y", *FAST]
+    out = ["--out", str(tmp / "m.safetensors")]
+    return [
+        ([*fit, "--lr", "1000", "--model", "LV-GP-GP", *out], 1, "lr=1000"),
+        ([*fit, "--lr", "10", "--model", "LV-GP-GP", "--iterations", "200", *out], 1, "smaller learning rate"),
+        ([*fit, "--out", str(tmp / "nowhere" / "m.safetensors")], 2, "nowhere does not exist"),
+        ([*fit, "--out", str(tmp)], 2, "it is a folder"),
+        ([*fit, "--lr", "nan"], 2, "argument --lr: must be a finite number > 0"),
+        ([*fit, "--lr", "-1"], 2, "argument --lr"),
+        ([*fit, "--iterations", "-5"], 2, "argument --iterations: must be an integer >= 0"),
+        ([*fit, "--batch-size", "0"], 2, "argument --batch-size"),
+        ([*fit, "--num-inducing", "x"], 2, "argument --num-inducing: must be an integer >= 1, got 'x'"),
+        ([*fit, "--seed", "-1"], 2, "argument --seed"),
+        ([*fit, "--dtype", "float16"], 2, "invalid choice"),
+        ([*fit, "--model", ""], 2, "model spec"),
+        (["fit", str(cut), "--target", "y", *FAST, *out], 2, "could not read"),
+        (["fit", str(tmp), "--target", "y", *FAST, *out], 2, str(tmp)),
+        (["fit", str(inf), "--target", "y", *FAST, *out], 2, "infinite values in column(s) 'x2' (1 row(s), first on line 3)"),
+        (["fit", str(one_row), "--target", "y", *FAST, *out], 2, "minimum of 2"),
+        (["fit", str(data), *FAST], 2, "--target"),
+        (["predict", str(model), str(data), "--predict-samples", "0"], 2, "argument --predict-samples"),
+        (["predict", str(model), str(data), "--out", str(tmp / "no" / "p.csv")], 2, "does not exist"),
+        (["predict", str(half_model), str(data)], 2, "lacks the field"),
+        (["predict", str(tmp), str(data)], 2, "is a folder"),
+        (["predict", str(data), str(data)], 2, "not a model saved by deepgp"),
+        (["evaluate", str(model), str(data), "--json", str(tmp / "no" / "m.json")], 2, "does not exist"),
+        (["plot", "prior", "--draws", "0", "--out", str(tmp / "p.png")], 2, "argument --draws"),
+        (["plot", "marginals", str(model), "--data", str(data), "--points", "-3"], 2, "argument --points"),
+        (["plot"], 2, "required"),
+        (["report", str(not_results)], 2, str(not_results)),
+        (["report", str(tmp / "absent.csv")], 2, "absent.csv"),
+        (["benchmark", "--num-inducing", "0"], 2, "argument --num-inducing"),
+        (["benchmark", "--test-limit", "0"], 2, "argument --test-limit"),
+        (["benchmark", "--splits", "abc", "--data-dir", str(tmp)], 2, "abc"),
+        (["demo", "--iterations", "0"], 2, "argument --iterations"),
+        (["convert", str(model), str(tmp / "x.safetensors"), "--trust"], 2, "need no conversion"),
+        (["nonesuch"], 2, "invalid choice"),
+        ([], 2, "required"),
+    ]
+
+
+def test_bad_command_lines_end_in_one_line_and_an_exit_status(fitted, tmp_path, capsys):
+    d, data, model = fitted
+    for argv, status, text in bad_invocations(d, data, model, tmp_path):
+        capsys.readouterr()
+        try:
+            code = main(argv)
+        except SystemExit as exit_:  # argparse's own errors
+            code = exit_.code
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip() and not line.startswith("deepgp: warning:")]
+        assert code == status, (argv, code, err)
+        assert len(lines) == 1 and ": error: " in lines[0] and text in lines[0], (argv, err)
+        assert "Traceback" not in err, argv
+
+
+def test_debug_shows_the_traceback(fitted, tmp_path):
+    _, data, _ = fitted
+    argv = ["predict", str(tmp_path / "absent.safetensors"), str(data)]
+    with pytest.raises(FileNotFoundError):
+        main([*argv, "--debug"])
+    assert main(argv) == 2
+
+
+# -- arbitrary arrays ----------------------------------------------------------------------------------
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+ARGUMENT_NAMES = ("X", "Y", "y", "Input", "input", "array", "sample", "feature", "num_inducing")
+NUMERICAL = (deepgp.CholeskyError, FloatingPointError, deepgp.natgrad.NaturalGradientError)
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, width=64)
+special = st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -1e300, 1e80, 1e-300, 0.0])
+numbers = st.one_of(finite, finite, finite, special)  # mostly usable numbers, some hostile ones
+odd = st.one_of(  # arrays no model can take
+    hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(1, 2)), elements=finite),
+    hnp.arrays(np.complex128, st.tuples(st.integers(1, 6), st.just(1))),
+    st.just(np.array([["a", "b"], ["c", "d"]])), st.just(np.zeros((0, 2))), st.just(np.zeros((5, 0))),
+)
+
+
+@st.composite
+def data_pairs(draw):
+    """(X, Y): usually N rows each (X [N, D] of any real dtype, Y [N] or [N, 1]), sometimes a mismatch."""
+    n, d = draw(st.integers(1, 12)), draw(st.integers(1, 3))
+    dtype = draw(st.sampled_from([np.float64, np.float64, np.float32, np.int64, np.bool_]))
+    elements = numbers if dtype in (np.float64, np.float32) else None
+    if dtype is np.float32:
+        elements = numbers.filter(lambda v: not math.isfinite(v) or abs(v) < 1e38)
+    X = draw(hnp.arrays(dtype, (n, d), elements=elements))
+    Y = draw(hnp.arrays(np.float64, draw(st.sampled_from([(n,), (n, 1), (n + 1,), (n, 2)])), elements=numbers))
+    swap = draw(st.sampled_from(["none", "none", "none", "X", "Y"]))
+    if swap == "X":
+        X = draw(odd)
+    elif swap == "Y":
+        Y = draw(odd)
+    return X, Y
+
+
+def finite_or_refused(call):
+    """Run ``call``: a finite result, a ValueError naming an argument or a named numerical error pass."""
+    try:
+        out = call()
+    except ValueError as err:
+        event("refused: ValueError")
+        assert any(name in str(err) for name in ARGUMENT_NAMES), f"ValueError names no argument: {err}"
+        return
+    except NUMERICAL as err:
+        event(f"refused: {type(err).__name__}")
+        assert any(s in str(err) for s in ("lr", "gamma", "jitter", "learning rate")), f"names no setting: {err}"
+        return
+    event("finite result")
+    arr = np.asarray(out.detach() if isinstance(out, torch.Tensor) else out, dtype=np.float64)
+    assert np.isfinite(arr).all(), f"a non-finite result {arr}"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(pair=data_pairs())
+def test_arbitrary_arrays_are_refused_by_name_or_give_finite_numbers(pair):
+    X, Y = pair
+
+    def core():
+        model = deepgp.DeepGP.from_spec("LV-GP", X, Y, num_inducing=4, seed=0)
+        finite_or_refused(lambda: model.elbo(X, Y, "iw", 2))
+        return deepgp.fit(model, X, Y, "iw", 2, iterations=2, batch_size=8, progress=False)
+
+    finite_or_refused(core)
+
+    def estimator():
+        reg = DeepGPRegressor(model="GP", method="vi", num_inducing=4, iterations=2, predict_samples=5, progress=False)
+        reg.fit(X, Y)
+        return reg.predict(X), reg.score(X, Y)
+
+    finite_or_refused(lambda: np.concatenate([np.ravel(a) for a in estimator()]))
