@@ -1,4 +1,4 @@
-"""Issue 5's accuracy guard: a fixed-seed 2,000-iteration run on power (default LV-GP-GP by IW,
+"""Accuracy guard: a fixed-seed 2,000-iteration run on power (default LV-GP-GP by IW,
 K = 5, M = 64), test log density.
 
 Run it on two versions of the code and compare (they must agree within 0.02 nats):

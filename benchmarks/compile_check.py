@@ -1,4 +1,4 @@
-"""Does ``torch.compile`` of the bound pay on the CPU? (issue 5's idea list)
+"""Does ``torch.compile`` of the bound pay on the CPU?
 
     python benchmarks/compile_check.py --model GP-GP-GP [--dtype float32] [--no-cholesky-check]
         [--rounds 3] [--threads 1]

@@ -1,6 +1,6 @@
-"""Issue 2's end-to-end check: GP (VI), GP-GP (VI), LV-GP-GP (IW) on UCI power, next to the paper.
+"""End-to-end check: GP (VI), GP-GP (VI), LV-GP-GP (IW) on UCI power, next to the paper.
 
-    .venv/bin/python benchmarks/core_power.py [--iterations 5000] [--out benchmarks/core_power.jsonl]
+    .venv/bin/python benchmarks/core_power.py [--iterations 5000] [--out benchmarks/results/core_power.jsonl]
 
 90/10 split with seed 0, inputs and target standardised with training statistics, M = 128,
 B = 512, K = 5 for IW; test log density per point in standardised units (mixture and the
@@ -38,7 +38,7 @@ def split(path: Path, seed: int = 0):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iterations", type=int, default=5000)
-    ap.add_argument("--out", default="benchmarks/core_power.jsonl")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "core_power.jsonl"))
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

@@ -1,6 +1,6 @@
 """deepgp on ``device="cuda"``: does it agree with the CPU, and how fast is it?
 
-    python benchmarks/cuda_check.py --data-dir DIR --out DIR [--stages check,steps,predict]
+    python benchmarks/cuda_check.py --data-dir DIR [--out benchmarks/results] [--stages check,steps,predict]
 
 Run on a machine with a CUDA GPU (the library never needs one). Every stage appends JSON lines to
 ``OUT/cuda_check.jsonl`` as it finishes, so a run cut short keeps what it measured.
@@ -215,7 +215,8 @@ def main(argv=None) -> None:
     global OUT, DEV
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", required=True)
-    p.add_argument("--out", default=".")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"),
+                   help="folder of cuda_check.jsonl (default: benchmarks/results)")
     p.add_argument("--stages", default="check,steps,predict")
     p.add_argument("--iterations", type=int, default=1000, help="training iterations of the check's fits")
     p.add_argument("--warmup", type=int, default=20)

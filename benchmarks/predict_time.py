@@ -1,7 +1,7 @@
 """Seconds and peak memory of ``predictive_log_density`` (mixture estimator) on LV-GP-GP-GP.
 
     .venv/bin/python benchmarks/predict_time.py [--points 10000] [--samples 2000] [--threads 1,2]
-        [--dataset kin8nm] [--json out.json]
+        [--dataset kin8nm] [--json benchmarks/results/FILE.json]
 
 The model is built by ``DeepGP.from_spec("LV-GP-GP-GP", ...)`` on the standardised dataset
 (untrained: prediction costs the same), M=128, 5 hidden GPs, float64; the test set is

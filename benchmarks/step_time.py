@@ -1,7 +1,7 @@
 """Seconds per full training iteration of deepgp (and, with --peers, GPflux and GPyTorch).
 
     .venv/bin/python benchmarks/step_time.py [--dataset kin8nm] [--iterations 100] [--threads 1,2]
-        [--models GP-GP-GP,LV-GP-GP,LV-GP-GP-GP] [--peers] [--json out.json]
+        [--models GP-GP-GP,LV-GP-GP,LV-GP-GP-GP] [--peers] [--json benchmarks/results/FILE.json]
 
 One iteration is exactly what ``deepgp.fit`` does per step (one minibatch of B=512, the bound,
 backward, Adam step, natural-gradient step on the final layer's q(v)); M=128 inducing points,
@@ -11,7 +11,8 @@ subprocess, so each gets its own peak RSS (ru_maxrss) and thread pool; the media
 ``--iterations`` timed iterations after ``--warmup`` is reported, with beside it:
 
 * the FLOP count of the iteration for OUR implementation (``our_flops``) and the dense count of
-  REFERENCE.md §7 (``dense_flops``), both forward + backward (backward ≈ 2 × forward);
+  docs/paper-vs-code.md, "Cost per iteration" (``dense_flops``), both forward + backward
+  (backward ≈ 2 × forward);
 * the GEMM rate measured in the same process with the same threads: median time of the dominant
   (640×128)·(128×2560) float64 torch matmul;
 * the floor = FLOPs / GEMM rate, and time / floor;
@@ -52,7 +53,8 @@ GEMM_SHAPE = (640, 128, 2560)
 # groups of one point (P = 1) take mean and variances through R_lᵀA for every GP (on 2×2
 # blocks of the triangular R_l: 1.5·L·M²·n);
 # groups of K > 1 points (IW after an LV layer) draw one inducing vector per group v = m + Rε
-# (2·L·M²·G) plus the K×K Cholesky of the prior conditional. dense_flops is REFERENCE.md §7.
+# (2·L·M²·G) plus the K×K Cholesky of the prior conditional. dense_flops is the dense count of
+# docs/paper-vs-code.md ("Cost per iteration").
 
 
 def _encoder_flops(layer, rows: int) -> float:
@@ -112,7 +114,8 @@ def our_flops(model, batch: int, num_samples: int, method: str) -> dict:
 
 
 def dense_flops(model, batch: int, num_samples: int, method: str) -> dict:
-    """REFERENCE.md §7's count: R_lᵀA dense on all n = B·K points in every layer, joint K×K in IW."""
+    """The dense count (docs/paper-vs-code.md, "Cost per iteration"): R_lᵀA dense on all n = B·K points in
+    every layer, joint K×K in IW."""
     from deepgp import GPLayer, LatentVariableLayer
 
     n = batch * num_samples
@@ -301,7 +304,7 @@ def main(argv=None) -> None:
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                    help="deepgp's dtype (float32: the opt-in fast mode; floors stay float64 counts and rates)")
     p.add_argument("--peers-dtype", default="float64", choices=("float64", "float32"),
-                   help="the peers' dtype (default float64, the issue's setting, whatever --dtype is)")
+                   help="the peers' dtype (default float64, the benchmark setting, whatever --dtype is)")
     p.add_argument("--rounds", type=int, default=1,
                    help="repeat every process this many times, round-robin; report the median round of each")
     p.add_argument("--worker", help=argparse.SUPPRESS)

@@ -20,7 +20,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 UCI = (REPO / ".." / "shared" / "data" / "uci").resolve()
 
-# the benchmark setting of issue 5: B=512, M=128, 5 hidden GPs, float64
+# the benchmark setting: B=512, M=128, 5 hidden GPs, float64
 BATCH, INDUCING, HIDDEN = 512, 128, 5
 
 
@@ -125,7 +125,7 @@ def peer_args():
     p.add_argument("--iterations", type=int, default=100, help="timed iterations (after warm-up)")
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
-                   help="the peer's floating-point type (float64 is the issue's setting)")
+                   help="the peer's floating-point type (float64 is the benchmark setting)")
     return p.parse_args()
 
 

@@ -2,7 +2,8 @@
 
     python benchmarks/uci/learning_curve.py --dataset kin8nm [--model LV-GP-GP --method iw --split 0]
         [--checkpoints 500,1000,2000,4000,8000,16000] [--stats train|all] [--batch-size 512]
-        [--inner-sampling joint|independent] [--device cuda] [--out curve.jsonl]
+        [--inner-sampling joint|independent] [--device cuda]
+        [--out benchmarks/uci/results/learning_curve.jsonl]
 
 Trains ONE model (M=128, B=512, K=5, the paper's settings) and evaluates it by the benchmark's
 metrics (deepgp.benchmark.metrics.evaluate: 2,000 predictive draws, KDE and mixture) at every
@@ -48,7 +49,8 @@ def main(argv=None) -> None:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--device", default=None)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", default="curve.jsonl")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "learning_curve.jsonl"),
+                   help="JSON lines, appended (default: benchmarks/uci/results/learning_curve.jsonl)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))

@@ -1,9 +1,10 @@
-"""Our longest LV-GP-GP (IW) training runs beside the paper's Table 1: the #4 accuracy check.
+"""Our longest LV-GP-GP (IW) training runs beside the paper's Table 1.
 
-    python benchmarks/uci/longest_runs.py [--paper ../shared/paper/table1_test_loglik.csv] [--out longest_runs.md]
+    python benchmarks/uci/longest_runs.py [--paper ../shared/paper/table1_test_loglik.csv]
+        [--out benchmarks/uci/results/longest_runs.md]
 
-Reads every ``learning_curve*.jsonl`` beside this script (lines written by learning_curve.py with
-the paper's settings, test KDE log density at checkpoints) and, for each dataset and inner-layer
+Reads every ``learning_curve*.jsonl`` in results/ beside this script (lines written by
+learning_curve.py with the paper's settings, test KDE log density at checkpoints) and, for each dataset and inner-layer
 sampling, keeps the line with the most training iterations: the rule is "longest measured", never
 "best measured", so a model that overfits is shown after it has. Only split 0 (the paper's) and the
 default protocol are tabulated (training-set standardisation, B = 512); the --stats all and --batch-size 128 reruns are
@@ -21,12 +22,14 @@ from learning_curve import OLD_DEFAULTS  # beside this script
 from deepgp.benchmark.report import read_paper
 
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
 SAMPLINGS = ("joint", "independent")
 
 
 def longest(paths, model: str = "LV-GP-GP", method: str = "iw", split: int = 0) -> dict[tuple[str, str], dict]:
     """{(dataset, inner_sampling): the line with the largest iteration} over the default protocol,
-    on one split (the paper's runs were all on split 0, REFERENCE.md §5.4)."""
+    on one split (the paper's runs were all on split 0: docs/paper-vs-code.md, "Splits,
+    standardisation, seeds")."""
     best: dict[tuple[str, str], dict] = {}
     for path in sorted(paths):
         for line in Path(path).read_text().splitlines():
@@ -73,7 +76,7 @@ def main(argv=None) -> None:
     p.add_argument("--paper", default=str(HERE.parents[2] / "shared" / "paper" / "table1_test_loglik.csv"))
     p.add_argument("--out", default=None, help="also write the table here")
     args = p.parse_args(argv)
-    text = render(longest(HERE.glob("learning_curve*.jsonl")), read_paper(args.paper))
+    text = render(longest(RESULTS.glob("learning_curve*.jsonl")), read_paper(args.paper))
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)
