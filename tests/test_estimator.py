@@ -158,21 +158,24 @@ def test_settings_checked_before_training_and_lengths_before_scoring(fitted):
         fitted.score(np.zeros((10, 1)), np.zeros(9))
 
 
-def test_deepgp_0_1_files_need_trust_and_convert(fitted, tmp_path, monkeypatch):
-    import io
+def test_files_of_deepgp_0_1_need_trust_then_predict_as_they_did(tmp_path):
+    # written by deepgp 0.1 (a pickle): an LV-GP estimator and its model, with the predictions it gave then
+    from pathlib import Path
 
-    import torch
+    from deepgp import DeepGP
+    from deepgp.cli import main
 
-    # a file as deepgp 0.1 wrote it: a pickle holding the settings and the model's own pickle
-    buf = io.BytesIO()
-    tree = fitted.model_.to_tree()
-    torch.save({"format": "deepgp-model/1", "version": "0.1.0", **tree}, buf)
-    old = tmp_path / "old.pt"
-    torch.save({"format": "deepgp-regressor/1", "params": fitted.get_params(), "x_scaler": vars(fitted.x_scaler_),
-                "y_scaler": vars(fitted.y_scaler_), "y_ndim": 1, "n_features_in": 1, "history": fitted.history_,
-                "columns": None, "model": buf.getvalue()}, old)
+    data = Path(__file__).parent / "data"
+    old, expected = data / "deepgp-0.1-regressor.pt", np.load(data / "deepgp-0.1-predictions.npy")
+    x = np.linspace(-2, 2, 5)[:, None]
     with pytest.raises(ValueError, match="pickle format, which can run code"):
         DeepGPRegressor.load(old)
-    trusted = DeepGPRegressor.load(old, trust=True)
-    x = np.linspace(-2, 2, 7)[:, None]
-    np.testing.assert_array_equal(trusted.predict(x), fitted.predict(x))
+    np.testing.assert_array_equal(DeepGPRegressor.load(old, trust=True).predict(x), expected)
+    assert DeepGP.load(data / "deepgp-0.1-model.pt", trust=True).spec == "LV-GP"
+    with pytest.raises(ValueError, match="is not a model saved by deepgp .DeepGP.save.; it is a model saved by deepgp "
+                                         r"\(DeepGPRegressor.save"):
+        DeepGP.load(old, trust=True)
+    assert main(["convert", str(old), str(tmp_path / "new.safetensors"), "--trust"]) == 0
+    converted = DeepGPRegressor.load(tmp_path / "new.safetensors")
+    np.testing.assert_array_equal(converted.predict(x), expected)
+    assert converted.columns_ == {"inputs": ["x"], "target": "y"}

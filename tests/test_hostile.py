@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -137,7 +138,7 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
         (["predict", str(model), str(data), "--predict-samples", "0"], 2, "argument --predict-samples"),
         (["predict", str(model), str(data), "--out", str(tmp / "no" / "p.csv")], 2, "does not exist"),
         (["predict", str(half_model), str(data)], 2, "lacks the field"),
-        (["predict", str(tmp), str(data)], 2, "is a folder"),
+        (["predict", str(tmp), str(data)], 2, "is not a file"),
         (["predict", str(data), str(data)], 2, "not a model saved by deepgp"),
         (["evaluate", str(model), str(data), "--json", str(tmp / "no" / "m.json")], 2, "does not exist"),
         (["plot", "prior", "--draws", "0", "--out", str(tmp / "p.png")], 2, "argument --draws"),
@@ -184,7 +185,6 @@ from hypothesis import HealthCheck, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
-ARGUMENT_NAMES = ("X", "Y", "y", "Input", "input", "array", "sample", "feature", "num_inducing")
 NUMERICAL = (deepgp.CholeskyError, FloatingPointError, deepgp.natgrad.NaturalGradientError)
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, width=64)
@@ -221,7 +221,7 @@ def finite_or_refused(call):
         out = call()
     except ValueError as err:
         event("refused: ValueError")
-        assert any(name in str(err) for name in ARGUMENT_NAMES), f"ValueError names no argument: {err}"
+        assert re.search(r"\b(X|Y|y)\b", str(err)), f"ValueError names no argument: {err}"
         return
     except NUMERICAL as err:
         event(f"refused: {type(err).__name__}")

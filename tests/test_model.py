@@ -169,3 +169,21 @@ def test_damaged_model_files_are_refused_by_field(tmp_path, data):
         storage.write(tmp_path / "d", storage.MODEL, damaged)
         with pytest.raises(ValueError, match=message):
             deepgp.DeepGP.load(tmp_path / "d")
+
+
+def test_a_small_file_cannot_ask_for_a_huge_model(tmp_path, data):
+    import time
+
+    from deepgp import storage
+
+    x, y = data
+    tree = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8).to_tree()
+    for config in ({"num_inducing": 40_000}, {"encoder_hidden": (10**9, 20)}):
+        storage.write(tmp_path / "big", storage.MODEL, {**tree, "config": {**tree["config"], **config}})
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match="does not fit its"):
+            deepgp.DeepGP.load(tmp_path / "big")
+        assert time.perf_counter() - start < 1.0  # refused before anything is allocated
+    storage.write(tmp_path / "extra", storage.MODEL, {**tree, "script": "x"})
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['script'\]"):
+        deepgp.DeepGP.load(tmp_path / "extra")

@@ -1,5 +1,7 @@
 """Figures: written, non-empty, and the numbers behind them are right."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -52,3 +54,20 @@ def test_bad_models_are_refused():
         plotting.prior_draw(two_inputs, np.zeros(3), np.zeros(1))
     with pytest.raises(ValueError, match="expected a DeepGP"):
         plotting.log_density_grid("model.pt", np.zeros(3), np.zeros(3))
+
+
+def test_a_failed_figure_leaves_the_old_file(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    from deepgp.plotting import prior_figure, save_figure
+
+    path = save_figure(prior_figure(["GP"], num_draws=1, resolution=20), tmp_path / "prior.png")
+    good = path.read_bytes()
+
+    def fail(self, *args, **kwargs):
+        raise RuntimeError("renderer failed")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", fail)
+    with pytest.raises(RuntimeError, match="renderer failed"):
+        save_figure(prior_figure(["GP"], num_draws=1, resolution=20), path)
+    assert path.read_bytes() == good and os.listdir(tmp_path) == ["prior.png"]

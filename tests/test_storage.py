@@ -101,7 +101,7 @@ def test_pickles_are_refused_without_being_opened(tmp_path, monkeypatch):
     for name in ("zip.pt", "legacy.pt"):
         with pytest.raises(ValueError, match="pickle format, which can run code .*deepgp convert .* --trust"):
             storage.read(tmp_path / name, storage.MODEL)
-    with pytest.raises(ValueError, match="pickle format.*delete it to train from the start"):
+    with pytest.raises(ValueError, match="pickle format.* Delete it to train from the start$"):
         storage.read(tmp_path / "zip.pt", storage.CHECKPOINT)
 
 
@@ -113,3 +113,32 @@ def test_a_header_length_that_starts_like_a_pickle_is_still_read(tmp_path):
             break
     assert (tmp_path / "f").read_bytes()[0] == 0x80
     assert not storage.is_legacy(tmp_path / "f") and storage.read(tmp_path / "f", storage.MODEL)["pad"] == "x" * pad
+
+
+def test_deeply_nested_or_oddly_typed_contents_are_refused_by_name(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / "deep").write_bytes(safetensors_bytes({"x": torch.ones(1)}, metadata={"format": storage.MODEL, "tree": deep}))
+    with pytest.raises(ValueError, match="deep is damaged: its contents do not parse"):
+        storage.read(tmp_path / "deep", storage.MODEL)
+    assert storage.field({"lr": 0.5}, "lr", (int, float), "f") == 0.5
+    for value in (True, "0.5", None):
+        with pytest.raises(ValueError, match="the field 'lr' is a .*, not a int or float"):
+            storage.field({"lr": value}, "lr", (int, float), "f")
+    for value, what in [(torch.zeros(2, dtype=torch.complex64), "complex64"),
+                        (torch.eye(2).to_sparse(), "sparse"), (np.array([object()]), "dtype object"),
+                        ({math.nan: 1}, "the dict key nan")]:
+        with pytest.raises(ValueError, match=f"cannot save .*{what}.* .at v."):
+            storage.pack({"v": value})
+    big_endian = np.arange(3, dtype=">f8")
+    assert torch.equal(storage.unpack(*storage.pack(big_endian)), torch.arange(3.0, dtype=torch.float64))
+
+
+def test_a_replaced_file_keeps_its_link_and_permissions(tmp_path):
+    target = tmp_path / "real.safetensors"
+    storage.write(target, storage.MODEL, {"x": torch.ones(1)})
+    os.chmod(target, 0o600)
+    link = tmp_path / "link.safetensors"
+    link.symlink_to(target)
+    storage.write(link, storage.MODEL, {"x": torch.zeros(1)})
+    assert link.is_symlink() and storage.read(target, storage.MODEL)["x"].item() == 0.0
+    assert oct(target.stat().st_mode & 0o777) == oct(0o600)

@@ -4,18 +4,24 @@ Salimbeni, Dutordoir, Hensman & Deisenroth, "Deep Gaussian Processes with Import
 Variational Inference", ICML 2019.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from .kernels import RBF, Matern52
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import CholeskyError
 from .model import DeepGP, parse_spec
+from .natgrad import NaturalGradientError
 from .objectives import elbo_iw, elbo_vi
 from .training import fit
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("deepgp")  # declared once, in pyproject.toml
+except PackageNotFoundError:  # (running from a source tree that was never installed)
+    __version__ = "0+unknown"
 __all__ = [
     "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52",
-    "CholeskyError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__", "DeepGPRegressor",
+    "CholeskyError", "NaturalGradientError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__", "DeepGPRegressor",
 ]
 
 

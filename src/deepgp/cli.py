@@ -127,6 +127,19 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     name = f"deepgp {args.command}"
+    saved_env = os.environ.get(DEBUG_ENV)
+    if debug:  # for the code that prints tracebacks of its own (a failed benchmark configuration)
+        os.environ[DEBUG_ENV] = "1"
+    try:
+        return _run(args, name, debug)
+    finally:
+        if saved_env is None:
+            os.environ.pop(DEBUG_ENV, None)
+        else:
+            os.environ[DEBUG_ENV] = saved_env
+
+
+def _run(args, name: str, debug: bool) -> int:
     with warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _show_warning

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import io
 import json
 import sys
 import zlib
@@ -22,7 +23,7 @@ import numpy as np
 from .cli import count, positive_float, positive_int
 from .model import DTYPES
 from .objectives import INNER_SAMPLING
-from .storage import check_writable
+from .storage import check_writable, write_bytes
 
 MISSING = {"", "na", "nan", "n/a", "null", "none", "?"}
 DEFAULT_QUANTILES = "0.05,0.5,0.95"
@@ -313,15 +314,14 @@ def _predict(args) -> int:
         draws = reg.sample(X, args.samples)  # [n, N]
         for i in range(args.samples):
             table[f"sample_{i + 1}"] = draws[i]
-    out = sys.stdout if args.out == "-" else open(args.out, "w", newline="")
-    try:
-        writer = csv.writer(out)
-        writer.writerow(list(table))
-        writer.writerows(zip(*(np.char.mod("%.6g", col) for col in table.values())))
-    finally:
-        if out is not sys.stdout:
-            out.close()
-    if args.out != "-":
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(list(table))
+    writer.writerows(zip(*(np.char.mod("%.6g", col) for col in table.values())))
+    if args.out == "-":
+        sys.stdout.write(text.getvalue())
+    else:
+        write_bytes(args.out, text.getvalue().encode())
         print(f"wrote {len(X)} rows to {args.out}", file=sys.stderr)
     return 0
 
@@ -351,7 +351,7 @@ def _evaluate(args) -> int:
         print(json.dumps(metrics, indent=2))
         return 0
     if args.json:
-        Path(args.json).write_text(json.dumps(metrics, indent=2) + "\n")
+        write_bytes(args.json, (json.dumps(metrics, indent=2) + "\n").encode())
     print(f"{metrics['model']} on {args.data} ({metrics['n']} rows, target {metrics['target']!r})")
     print(f"  log density  {metrics['log_density']:10.4f}   (mean per point, higher is better)")
     print(f"  RMSE         {metrics['rmse']:10.4f}")

@@ -20,6 +20,7 @@ import torch
 
 from .datasets.letters import load_letters
 from .estimator import DeepGPRegressor
+from .storage import write_bytes
 
 MODELS = {"GP": "vi", "GP-GP": "vi", "LV-GP": "iw", "LV-GP-GP": "iw"}
 
@@ -88,7 +89,7 @@ def run_demo(out="deepgp-demo", models=tuple(MODELS), config: DemoConfig = DemoC
     for name, s in scores.items():
         say(f"{name:10s} {s['method'].upper():6s} {s['test_log_density']:17.3f}")
     path = write_figure(fitted, (x, y), out / "demo.png", config)
-    (out / "scores.json").write_text(json.dumps({"config": asdict(config), "scores": scores}, indent=2))
+    write_bytes(out / "scores.json", json.dumps({"config": asdict(config), "scores": scores}, indent=2).encode())
     say(f"\nwrote {path} and {out / 'scores.json'}")
     return scores
 

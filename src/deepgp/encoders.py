@@ -1,6 +1,6 @@
 """Amortisation network for q(w_n) = N(a_n, diag b_n²) of a latent-variable layer.
 
-We follow the authors' released code (REFERENCE.md §3), which produced the paper's numbers:
+We follow the authors' released code (docs/paper-vs-code.md §3), which produced the paper's numbers:
 three dense layers (D_x + D_y) → 20 → 20 → 2·d_w, tanh after the first two, a skip connection
 wherever a layer keeps its width (h ← tanh(hW + b) + h), Glorot-normal weights, zero biases,
 mean a = o₁ and std b = softplus(o₂ − 3) (≈ 0.05 at the start: q(w) starts narrow so the

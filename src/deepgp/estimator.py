@@ -20,10 +20,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import storage
 from .datasets.uci import standardise
 from .linalg import seeded
-from .model import DeepGP
+from .model import DeepGP, _check_dtype
 from .prediction import chunks, predictive_moments
 from .training import fit as fit_model
-from .validation import check_device, check_positive_int
+from .validation import check_device, check_positive_int, max_magnitude
 
 
 @dataclass
@@ -142,6 +142,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         self.x_scaler_ = Standardizer.fit(X)
         self.y_scaler_ = Standardizer.fit(y2)
         Xs, Ys = self.x_scaler_.transform(X), self.y_scaler_.transform(y2)
+        _check_spread(Xs, self.dtype)
         model = DeepGP.from_spec(
             self.model, Xs, Ys, num_inducing=self.num_inducing, hidden_dim=self.hidden_dim,
             latent_dim=self.latent_dim, kernel=self.kernel, likelihood_variance=self.likelihood_variance,
@@ -258,7 +259,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         deepgp 0.1's pickle files, **which runs any code such a file holds**: only for a file whose
         origin you trust, and only to :meth:`save` it again in the safe format.
         """
-        tree = storage.read_trusted(path, storage.REGRESSOR) if trust else storage.read(path, storage.REGRESSOR)
+        tree = storage.read(path, storage.REGRESSOR, trust=trust)
         return cls.from_tree(tree, path, device)
 
     @classmethod
@@ -266,6 +267,9 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         """The estimator saved by :meth:`save`, checked field by field (``path`` names it in errors)."""
         field = storage.field
         params = dict(field(tree, "params", dict, path))
+        unknown = sorted(set(tree) - set(_FIELDS))
+        if unknown:
+            raise ValueError(f"{path}: unknown field(s) {unknown} (written by a newer deepgp?)")
         known = cls().get_params()
         if set(params) - set(known):
             raise ValueError(f"{path}: unknown setting(s) {sorted(set(params) - set(known))} (written by a newer deepgp?)")
@@ -286,6 +290,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         est = cls(**params)
         est.x_scaler_, est.y_scaler_ = (_scaler(field(tree, k, dict, path), k, path) for k in ("x_scaler", "y_scaler"))
         est.y_ndim_ = field(tree, "y_ndim", int, path)
+        if est.y_ndim_ not in (1, 2):
+            raise ValueError(f"{path} is damaged: y_ndim={est.y_ndim_}")
         est.n_features_in_ = field(tree, "n_features_in", int, path)
         names = field(tree, "feature_names_in", list, path, optional=True)
         if names is not None:
@@ -301,14 +307,26 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             est.columns_ = {"inputs": inputs, "target": target}  # the CSV column names, set by `deepgp fit`
         model = field(tree, "model", dict, path)
         est.model_ = DeepGP.from_tree(model, path, check_device(params["device"]))
-        if est.model_.input_dim != est.n_features_in_ or est.x_scaler_.mean.shape != (est.n_features_in_,):
+        if (est.model_.input_dim != est.n_features_in_ or est.x_scaler_.mean.shape != (est.n_features_in_,)
+                or est.y_scaler_.mean.shape != (est.model_.output_dim,)):
             raise ValueError(f"{path} is damaged: its model, scalers and input count disagree")
         return est
 
 
+def _check_spread(Xs: np.ndarray, dtype) -> None:
+    """Standardised inputs Xs within what the kernels' arithmetic allows (:func:`deepgp.validation.max_magnitude`),
+    said in the units that matter here: standard deviations from a column's mean (only float32 gets near)."""
+    dtype = _check_dtype(dtype)
+    limit, far = max_magnitude("input", dtype), float(np.abs(Xs).max(initial=0.0))
+    if far > limit:
+        fix = "use dtype='float64'" if dtype == torch.float32 else "remove or transform the outlier"
+        raise ValueError(f"X has a value {far:.3g} standard deviations from its column's mean, beyond the {limit:.2g} "
+                         f"that {str(dtype).removeprefix('torch.')} arithmetic allows here; {fix}")
+
+
 def _scaler(tree: dict, name: str, path) -> Standardizer:
     mean, std = (storage.field(tree, k, torch.Tensor, path).double().numpy() for k in ("mean", "std"))
-    if mean.ndim != 1 or mean.shape != std.shape or not (np.isfinite(mean).all() and (std > 0).all()):
+    if mean.ndim != 1 or mean.shape != std.shape or not (np.isfinite([mean, std]).all() and (std > 0).all()):
         raise ValueError(f"{path} is damaged: the field {name!r} is not a valid standardisation")
     return Standardizer(mean, std)
 
@@ -318,6 +336,10 @@ def _is_complex(value) -> bool:
         return np.asarray(value).dtype.kind == "c"
     except (ValueError, TypeError):  # ragged and the like: validate_data says what is wrong
         return False
+
+
+# the fields of a saved estimator (save / from_tree)
+_FIELDS = ("params", "x_scaler", "y_scaler", "y_ndim", "n_features_in", "feature_names_in", "history", "columns", "model")
 
 
 def _validate(estimator, names: str, *arrays, **kwargs):

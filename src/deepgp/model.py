@@ -59,7 +59,7 @@ def initial_inducing(X: np.ndarray, num_inducing: int, rng: np.random.Generator)
 def principal_directions(X: np.ndarray, num: int) -> np.ndarray:
     """W [D, num]: the first min(num, D) principal directions of X as columns, then zero columns.
 
-    (The paper says principal components; its code took columns of Vᵀ instead, REFERENCE.md §8.)
+    (The paper says principal components; its code took columns of Vᵀ instead, docs/paper-vs-code.md §1.2.)
     """
     D = X.shape[1]
     _, _, Vh = np.linalg.svd(X - X.mean(0), full_matrices=False)
@@ -88,11 +88,15 @@ def _check_config(config: dict, state: dict, path) -> None:
         storage.field(config, name, kind, path)
     size = sum(t.numel() for t in state.values())
     M = config["num_inducing"]
-    # Z of the first GP layer is [M, ≥ input_dim] and q(v) of the last [M, output_dim]
-    factor = {"num_inducing": 1, "input_dim": M, "output_dim": M, "hidden_dim": 1, "latent_dim": 1}
+    # the final layer's q(v) alone holds output_dim·M² numbers and the first GP layer's Z M·input_dim
+    factor = {"num_inducing": M * config["output_dim"], "input_dim": M, "output_dim": M * M, "hidden_dim": 1,
+              "latent_dim": 1}
     for name, f in factor.items():
         if not 1 <= config[name] or not 1 <= f * config[name] <= size:
             raise ValueError(f"{path} is damaged: config {name}={config[name]} does not fit its {size} parameters")
+    widths = config["encoder_hidden"]
+    if not all(isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= size for w in widths):
+        raise ValueError(f"{path} is damaged: config encoder_hidden={list(widths)} does not fit its {size} parameters")
 
 
 def _check_dtype(dtype) -> torch.dtype:
@@ -149,7 +153,7 @@ class DeepGP(nn.Module):
         ``spec`` is a '-'-separated sequence of ``GP`` and ``LV`` ending in ``GP``. Inner GP
         layers have ``hidden_dim`` GPs and output D = X.shape[1] dimensions; each LV layer adds
         ``latent_dim`` coordinates to the next layer's input. Initialisation follows the paper's
-        code (REFERENCE.md §1): k-means inducing inputs padded with N(0, 1) in latent columns,
+        code (docs/paper-vs-code.md §1): k-means inducing inputs padded with N(0, 1) in latent columns,
         lengthscales sqrt(D_in), PCA projection, inner q(v) = N(0, 1e-5² I), final q(v) = prior.
 
         ``dtype=torch.float32`` is an opt-in fast mode: parameters, data and the batch products in
@@ -162,15 +166,17 @@ class DeepGP(nn.Module):
         num_inducing = check_positive_int("num_inducing", num_inducing)
         hidden_dim = check_positive_int("hidden_dim", hidden_dim)
         latent_dim = check_positive_int("latent_dim", latent_dim)
-        seed = check_positive_int("seed", seed, minimum=0)
+        seed = None if seed is None else check_positive_int("seed", seed, minimum=0)
+        if not isinstance(kernel, str):
+            raise ValueError(f"kernel must be a name such as 'rbf' or 'matern52', got {kernel!r}")
+        kernel = kernel.lower()  # the saved config and a checkpoint's fingerprint see one spelling
         likelihood_variance = check_positive_float("likelihood_variance", likelihood_variance, above=FLOOR)
         inner_q_sqrt = check_positive_float("inner_q_sqrt", inner_q_sqrt)
         if not isinstance(encoder_hidden, (tuple, list)):
             raise ValueError(f"encoder_hidden must be a sequence of layer widths, got {encoder_hidden!r}")
         encoder_hidden = tuple(check_positive_int("encoder_hidden", w) for w in encoder_hidden)
         X, Y = as_xy(X, Y, min_rows=2)
-        for name, A in (("X", X), ("Y", Y)):  # (as_xy checked them for float64 arithmetic)
-            check_magnitude(name, A, dtype)
+        check_magnitude(X, Y, dtype)
         Xn = X.cpu().numpy()
         N, D = Xn.shape
         D_y = Y.shape[1]
@@ -221,20 +227,26 @@ class DeepGP(nn.Module):
         only for a file whose origin you trust, and only to :meth:`save` it again in the safe format.
         """
         device = check_device(device)
-        tree = storage.read_trusted(path, storage.MODEL) if trust else storage.read(path, storage.MODEL)
+        tree = storage.read(path, storage.MODEL, trust=trust)
         return cls.from_tree(tree, path, device)
 
     def to_tree(self) -> dict:
         """The saved form: {"config": architecture, "num_data": N, "state": the state dict}."""
         if not hasattr(self, "config"):
-            raise ValueError("only models built by DeepGP.from_spec can be saved with save(); use torch.save(model)")
+            raise ValueError("only models built by DeepGP.from_spec can be saved with save(); save the parameters "
+                             "with safetensors.torch.save_file(model.state_dict(), path) instead")
         return {"config": dict(self.config), "num_data": self.num_data, "state": self.state_dict()}
 
     @classmethod
     def from_tree(cls, tree: dict, path="the file", device=None) -> "DeepGP":
         """The model saved as :meth:`to_tree`, checked field by field (``path`` names it in errors)."""
         config = dict(storage.field(tree, "config", dict, path))
+        unknown = sorted(set(tree) - {"config", "num_data", "state"})
+        if unknown:
+            raise ValueError(f"{path}: unknown field(s) {unknown} (written by a newer deepgp?)")
         num_data = storage.field(tree, "num_data", int, path)
+        if num_data < 1:
+            raise ValueError(f"{path} is damaged: num_data={num_data}")
         state = storage.field(tree, "state", dict, path)
         if not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise ValueError(f"{path} is damaged: its state holds values that are not tensors")
@@ -344,6 +356,7 @@ class DeepGP(nn.Module):
         the paper; "independent", the released code). Returns a scalar tensor.
         """
         X, Y = self._data(X, Y)
+        check_magnitude(X, Y, self.dtype)  # (at prediction, far inputs only revert to the prior)
         num_samples = check_positive_int("num_samples", num_samples)
         if method == "vi":
             return objectives.elbo_vi(self, X, Y, num_samples)

@@ -13,7 +13,7 @@ INNER_SAMPLING = ("joint", "independent")
 
 
 def elbo_vi(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 1) -> torch.Tensor:
-    """The VI bound (paper eq. for A_n; MATH.md §4):
+    """The VI bound (paper eqs. 3–4; docs/math.md §7):
 
         (N/B) Σ_n [ mean_s E_q(f) log p(y_n | f(h_n^s)) − KL(q(w_n) ‖ p(w_n)) ] − Σ_layers KL(q(v) ‖ p(v)),
 
@@ -33,13 +33,13 @@ def check_inner_sampling(inner_sampling: str) -> str:
 
 
 def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5, inner_sampling: str = "joint") -> torch.Tensor:
-    """The importance-weighted bound (paper's final IW objective; MATH.md §5):
+    """The importance-weighted bound (paper eq. 11; docs/math.md §8):
 
         (N/B) Σ_n [ logsumexp_k ℓ_n^k − log K ] − Σ_layers KL(q(v) ‖ p(v)),
         ℓ_n^k = E_q(f) log p(y_n | f(h_n^k)) + Σ_LV [log p(w_n^k) − log q(w_n^k)].
 
     ``inner_sampling="joint"`` draws one function per point shared by its K samples (the paper);
-    ``"independent"`` draws per (point, sample) as the released code did (REFERENCE.md §2.4).
+    ``"independent"`` draws per (point, sample) as the released code did (docs/paper-vs-code.md §2.4).
     A model without LV layers has no importance weights: this is then the doubly stochastic
     bound, computed as ``elbo_vi`` averaging the K samples (same expectation, lower variance).
     """

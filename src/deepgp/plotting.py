@@ -8,6 +8,7 @@ matplotlib's Agg backend, so no display is needed; ``save_figure`` writes PNG or
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from .estimator import DeepGPRegressor, Standardizer  # noqa: E402
 from .layers import GPLayer, LatentVariableLayer  # noqa: E402
 from .linalg import DEFAULT_JITTER, cholesky, seeded, standard_normal  # noqa: E402
 from .model import DeepGP  # noqa: E402
+from .storage import write_bytes  # noqa: E402
 
 FORMATS = (".png", ".pdf")
 
@@ -50,8 +52,11 @@ def save_figure(fig, path) -> Path:
     """Write ``fig`` to ``path`` (.png or .pdf), creating the folder; closes the figure."""
     path = check_figure_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150 if path.suffix.lower() == ".png" else None, bbox_inches="tight")
+    buf = io.BytesIO()  # drawn in memory, then written atomically: a failed plot leaves an old figure
+    fmt = path.suffix.lower().lstrip(".")
+    fig.savefig(buf, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")
     plt.close(fig)
+    write_bytes(path, buf.getvalue())
     return path
 
 

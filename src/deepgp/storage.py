@@ -29,6 +29,7 @@ import json
 import math
 import os
 import secrets
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -45,8 +46,10 @@ _ZIP = b"PK\x03\x04"  # torch.save's zip container
 
 # -- the tree: JSON plus named tensors -------------------------------------------------------------
 def pack(tree) -> tuple[object, dict[str, torch.Tensor]]:
-    """(JSON-ready object, {name: tensor}) for a tree of dicts, lists, tuples, tensors, numpy arrays and
-    plain scalars; anything else is a ValueError naming its place in the tree (nothing is pickled)."""
+    """(JSON-ready object, {name: tensor}) for a tree of dicts, lists, tuples, real dense tensors,
+    numpy arrays and plain scalars; anything else is a ValueError naming its place in the tree
+    (nothing is pickled). What :func:`unpack` gives back: numpy arrays as tensors, tensors detached
+    and on the CPU, ``torch.Size`` as a tuple."""
     tensors: dict[str, torch.Tensor] = {}
 
     def name_for(where: str) -> str:
@@ -55,10 +58,18 @@ def pack(tree) -> tuple[object, dict[str, torch.Tensor]]:
             name, i = f"{where}~{i}", i + 1
         return name
 
+    def refuse(what: str, where: str):
+        raise ValueError(f"cannot save {what} (at {where or 'the top'}): files hold real tensors, numbers, strings, "
+                         "lists and dicts only")
+
     def walk(value, where: str):
         if isinstance(value, np.ndarray):
-            value = torch.from_numpy(np.ascontiguousarray(value))
+            if value.dtype.kind not in "biuf":
+                refuse(f"a numpy array of dtype {value.dtype}", where)
+            value = torch.from_numpy(np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("=")))
         if isinstance(value, torch.Tensor):
+            if value.layout != torch.strided or value.is_complex():
+                refuse(f"a {value.layout} tensor of dtype {value.dtype}", where)
             name = name_for(where)
             # a copy of its own: safetensors refuses tensors that share memory (e.g. one W in two layers)
             tensors[name] = value.detach().to("cpu", copy=True).contiguous()
@@ -69,6 +80,8 @@ def pack(tree) -> tuple[object, dict[str, torch.Tensor]]:
             return value
         if isinstance(value, float):
             return value if math.isfinite(value) else {"$float": repr(value)}
+        if isinstance(value, torch.Size):
+            value = tuple(value)
         if isinstance(value, (list, tuple)):
             items = [walk(v, f"{where}/{i}" if where else str(i)) for i, v in enumerate(value)]
             return {"$tuple": items} if isinstance(value, tuple) else items
@@ -76,11 +89,10 @@ def pack(tree) -> tuple[object, dict[str, torch.Tensor]]:
             if all(isinstance(k, str) and not k.startswith("$") for k in value):
                 return {k: walk(v, f"{where}/{k}" if where else k) for k, v in value.items()}
             for k in value:
-                if not (k is None or isinstance(k, (bool, int, float, str))):
-                    raise ValueError(f"cannot save a dict key of type {type(k).__name__} (at {where or 'the top'})")
+                if not (k is None or isinstance(k, (bool, int, str)) or (isinstance(k, float) and math.isfinite(k))):
+                    refuse(f"the dict key {k!r}", where)
             return {"$dict": [[k, walk(v, f"{where}/{k}" if where else str(k))] for k, v in value.items()]}
-        raise ValueError(f"cannot save a value of type {type(value).__name__} (at {where or 'the top'}): "
-                         "files hold tensors, numbers, strings, lists and dicts only")
+        refuse(f"a value of type {type(value).__name__}", where)
 
     return walk(tree, ""), tensors
 
@@ -123,12 +135,19 @@ def check_writable(path, what: str = "the file") -> Path:
 
 
 def write_bytes(path, data: bytes) -> None:
-    """Replace ``path`` by ``data`` atomically: written beside it, flushed, then renamed over it."""
-    path = Path(path)
+    """Replace ``path`` by ``data`` atomically: written beside it, flushed to disk, then renamed over
+    it (and the folder flushed). A symbolic link keeps pointing at its file, which is the one
+    replaced; a replaced file keeps its permissions; a read-only file is refused."""
+    path = Path(os.path.realpath(path))
+    old = path.stat() if path.exists() else None
+    if old is not None and not os.access(path, os.W_OK):
+        raise PermissionError(f"{path} is read-only; not replaced")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 & ~umask, as open() would
         with os.fdopen(fd, "wb") as f:
+            if old is not None:
+                os.chmod(f.fileno(), stat.S_IMODE(old.st_mode))
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -136,6 +155,16 @@ def write_bytes(path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    try:  # the rename itself survives a crash once the folder's entry is on disk
+        folder = os.open(path.parent, os.O_RDONLY)
+    except OSError:  # (a folder cannot be opened on every system)
+        return
+    try:
+        os.fsync(folder)
+    except OSError:
+        pass
+    finally:
+        os.close(folder)
 
 
 def write(path, kind: str, tree) -> None:
@@ -147,24 +176,34 @@ def write(path, kind: str, tree) -> None:
     check_writable(path, NOUN[kind])
     obj, tensors = pack(tree)
     header = {"format": kind, "deepgp": __version__, "tree": json.dumps(obj, allow_nan=False, separators=(",", ":"))}
-    write_bytes(path, save(tensors, metadata=header))
+    try:
+        data = save(tensors, metadata=header)
+    except Exception as err:  # safetensors refuses a dtype it does not know, for example
+        raise ValueError(f"cannot save {NOUN[kind]}: {' '.join(str(err).split())}") from None
+    write_bytes(path, data)
 
 
-def read(path, kind: str):
+def read(path, kind: str, trust: bool = False):
     """The tree saved in ``path`` by :func:`write` with format ``kind``.
 
     Refused with a one-line ValueError naming the file: a missing file (FileNotFoundError), a file of
-    another format, a damaged or truncated file, and deepgp 0.1's pickle files (never unpickled).
+    another format, a damaged or truncated file, and deepgp 0.1's pickle files — unless ``trust``,
+    for which such a file is unpickled by :func:`read_legacy`, **which runs any code it holds**.
     """
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder, not {WHAT[kind]}")
+    if not path.is_file():
+        raise ValueError(f"{path} is not a file, so not {WHAT[kind]}")
     if is_legacy(path):
-        raise ValueError(legacy_message(path, kind))
+        if not trust:
+            raise ValueError(legacy_message(path, kind))
+        found, tree = read_legacy(path)
+        if found != kind:
+            raise ValueError(f"{path} is not {WHAT[kind]}; it is {WHAT[found]}")
+        return tree
     with open(path, "rb") as f:
         head = f.read(8)
     try:
@@ -181,8 +220,8 @@ def read(path, kind: str):
         raise ValueError(f"{path} is not {WHAT[kind]}{other}")
     try:
         return unpack(json.loads(meta["tree"]), tensors)
-    except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"{path} is damaged: its contents do not parse ({err})") from None
+    except (KeyError, TypeError, ValueError, RecursionError) as err:
+        raise ValueError(f"{path} is damaged: its contents do not parse ({type(err).__name__})") from None
 
 
 def field(tree, name: str, kind: type | tuple[type, ...], path, optional: bool = False):
@@ -194,29 +233,21 @@ def field(tree, name: str, kind: type | tuple[type, ...], path, optional: bool =
             return None
         raise ValueError(f"{path} is damaged or incomplete: it lacks the field {name!r}")
     value = tree[name]
-    if isinstance(value, bool) and kind in (int, float):
-        kind = bool  # True is an int in Python, not in a file
-    if not isinstance(value, kind):
-        raise ValueError(f"{path} is damaged: the field {name!r} is a {type(value).__name__}")
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    # True is an int in Python, not in a file
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        expected = " or ".join(k.__name__ for k in kinds)
+        raise ValueError(f"{path} is damaged: the field {name!r} is a {type(value).__name__}, not a {expected}")
     return value
-
-
-def read_trusted(path, kind: str):
-    """:func:`read`, or for a deepgp 0.1 pickle file :func:`read_legacy` (**which runs any code it holds**)."""
-    if Path(path).is_file() and is_legacy(path):
-        found, tree = read_legacy(path)
-        if found != kind:
-            raise ValueError(f"{path} is not {WHAT[kind]}; it is {WHAT[found]}")
-        return tree
-    return read(path, kind)
 
 
 # -- deepgp 0.1's pickle files ---------------------------------------------------------------------
 def legacy_message(path, kind: str) -> str:
-    how = (f"`deepgp convert {path} NEW --trust` (or `load({str(path)!r}, trust=True)` then `save`)"
-           if kind != CHECKPOINT else "nothing: delete it to train from the start")
-    return (f"{path} is in deepgp 0.1's pickle format, which can run code when opened, so it is not read. "
-            f"If you trust where it came from, convert it once with {how}")
+    head = f"{path} is in deepgp 0.1's pickle format, which can run code when opened, so it is not read."
+    if kind == CHECKPOINT:
+        return f"{head} Delete it to train from the start"
+    return (f"{head} If you trust where it came from, convert it once with `deepgp convert {path} NEW --trust` "
+            f"(or `load({str(path)!r}, trust=True)` then `save`)")
 
 
 def is_legacy(path) -> bool:

@@ -22,7 +22,7 @@ from . import storage
 from .linalg import seeded
 from .natgrad import NaturalGradientError, natgrad_step_q
 from .objectives import check_inner_sampling
-from .validation import as_xy, check_positive_float, check_positive_int
+from .validation import as_xy, check_magnitude, check_positive_float, check_positive_int
 
 # this many natural-gradient steps skipped in a row (no step size down to γ/64 kept q(v) valid) stop
 # the run: the final layer has stopped learning, and a longer run would only hide it
@@ -113,7 +113,7 @@ def fit(
     iterations = check_positive_int("iterations", iterations, minimum=0)
     batch_size = check_positive_int("batch_size", batch_size)
     num_samples = check_positive_int("num_samples", num_samples)
-    seed = check_positive_int("seed", seed, minimum=0)
+    seed = None if seed is None else check_positive_int("seed", seed, minimum=0)
     lr = check_positive_float("lr", lr)
     gamma = check_positive_float("gamma", gamma)
     if gamma > 1:
@@ -126,9 +126,11 @@ def fit(
     if checkpoint is not None:
         storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
     X, Y = as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim, min_rows=2)
-    fingerprint = _fingerprint(model, X, Y, dict(
-        method=method, num_samples=num_samples, batch_size=batch_size, seed=seed, lr=lr, gamma=gamma, decay=decay,
-        decay_every=decay_every, natgrad=bool(natgrad), inner_sampling=inner_sampling))
+    check_magnitude(X, Y, model.dtype)
+    fingerprint = None if checkpoint is None else _fingerprint(model, X, Y, dict(
+        method=method, num_samples=num_samples, batch_size=min(batch_size, X.shape[0]), seed=seed, lr=lr,
+        gamma=gamma, decay=decay, decay_every=decay_every, natgrad=bool(natgrad),
+        inner_sampling=inner_sampling if method == "iw" else "-"))
     model.num_data = X.shape[0]
     final = model.final_layer
     q_final = {id(final.q_mu), id(final.q_sqrt)} if natgrad else set()
@@ -151,11 +153,11 @@ def fit(
                 history, start = state["history"].tolist(), int(state["iteration"])
                 batches.buffer = state["batches"].long()
                 torch.set_rng_state(state["rng"])
+                if "rng_cuda" in state and model.device.type == "cuda":
+                    torch.cuda.set_rng_state(state["rng_cuda"], model.device)
             except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
                 raise ValueError(f"checkpoint {checkpoint} is damaged ({type(err).__name__}: {err}); "
                                  "delete it to train from the start") from None
-            if "rng_cuda" in state and model.device.type == "cuda":
-                torch.cuda.set_rng_state(state["rng_cuda"], model.device)
 
         def cuda_rng() -> dict:
             # on a GPU the Monte-Carlo draws come from the device's generator: resume it too
@@ -218,7 +220,7 @@ def _fingerprint(model, X: torch.Tensor, Y: torch.Tensor, settings: dict) -> dic
     """What a checkpoint must match to be resumed: the data (a hash), the architecture and the settings."""
     digest = hashlib.sha256()
     for A in (X, Y):
-        a = A.detach().cpu().numpy()
+        a = (A.detach() + 0.0).cpu().numpy()  # + 0.0: −0.0 and 0.0 are the same data
         digest.update(repr((a.shape, str(a.dtype))).encode())
         digest.update(np.ascontiguousarray(a).tobytes())
     architecture = getattr(model, "config", None) or {

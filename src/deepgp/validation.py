@@ -38,30 +38,35 @@ def as_matrix(name: str, value, dtype=torch.float64, device=None, allow_vector: 
     if not bool(torch.isfinite(t).all()):
         bad = (~torch.isfinite(t)).nonzero()[:3].tolist()
         raise ValueError(f"{name} contains NaN or infinite values (first at row, column {bad})")
-    check_magnitude(name, t, dtype)
     return t.to(dtype=dtype, device=device)
 
 
-def max_magnitude(name: str, dtype) -> float:
-    """The largest |value| accepted in data of ``dtype`` (standardised data are far below both):
+def max_magnitude(role: str, dtype) -> float:
+    """The largest |value| accepted in training data of ``dtype``; a heuristic, far above standardised data.
 
-    * inputs X (and anything named X): sqrt(0.1 / ε), 2.1e7 in float64 and 9.2e2 in float32. The
-      kernels form |x − z|² as |x|² + |z|² − 2xᵀz in one matrix product, whose rounding error
-      ε|x|² must stay well below 1 inside exp(−|x − z|²/2).
-    * targets Y: the fourth root of the largest number, 1.2e77 in float64 and 1.4e9 in float32,
-      so that squared residuals divided by a noise variance and summed over the data stay finite.
+    * ``role="input"`` (X): sqrt(1 / ε), 6.7e7 in float64 and 2.9e3 in float32. The kernels form
+      |x − z|² as |x|² + |z|² − 2xᵀz in one matrix product (kernels.py), whose rounding error ε|x|²
+      must stay below 1 inside exp(−|x − z|²/2ℓ²) for x and z close together (at the initial
+      lengthscales ℓ ≥ 1; learnt lengthscales may shrink, which training reports if it fails).
+    * ``role="target"`` (Y): the fourth root of the largest number, 1.2e77 in float64 and 1.4e9 in
+      float32, so that squared residuals over a noise variance, summed over the data, stay finite.
     """
+    if role not in ("input", "target"):
+        raise ValueError(f"role must be 'input' or 'target', got {role!r}")
     info = torch.finfo(dtype)
-    return (0.1 / info.eps) ** 0.5 if name.startswith("X") else float(info.max) ** 0.25
+    return (1.0 / info.eps) ** 0.5 if role == "input" else float(info.max) ** 0.25
 
 
-def check_magnitude(name: str, t: torch.Tensor, dtype) -> None:
-    """A ValueError naming ``name`` if a finite tensor holds values too large for ``dtype``'s arithmetic."""
-    big, limit = (float(t.abs().max()) if t.numel() else 0.0), max_magnitude(name, dtype)
-    if big > limit:
-        raise ValueError(f"{name} has values as large as {big:.3g}, beyond the {limit:.2g} that "
-                         f"{str(dtype).removeprefix('torch.')} arithmetic allows here; standardise {name} first "
-                         "(DeepGPRegressor does it itself)")
+def check_magnitude(X: torch.Tensor, Y: torch.Tensor | None, dtype) -> None:
+    """A ValueError naming X or Y if training data hold values too large for ``dtype``'s arithmetic."""
+    for name, t, role in (("X", X, "input"), ("Y", Y, "target")):
+        if t is None or not t.numel():
+            continue
+        big, limit = float(t.abs().max()), max_magnitude(role, dtype)
+        if big > limit:
+            raise ValueError(f"{name} has values as large as {big:.3g}, beyond the {limit:.2g} that "
+                             f"{str(dtype).removeprefix('torch.')} arithmetic allows here; standardise {name} first "
+                             "(DeepGPRegressor does it itself)")
 
 
 def as_xy(X, Y, dtype=torch.float64, device=None, input_dim=None, output_dim=None, min_rows: int = 1):

@@ -255,6 +255,36 @@ def test_migration_is_not_derailed_by_a_damaged_line(tmp_path):
     assert len(loaded.rows) == 3 and loaded.damaged == [3]  # kept where it was, still ignored
 
 
+def _prepare_after(barrier, results, out):
+    barrier.wait()
+    try:
+        out.put(len(runner.prepare_results(results)))
+    except Exception as err:  # noqa: BLE001 — reported to the test
+        out.put(repr(err))
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+def test_processes_starting_together_migrate_an_old_file_once(tmp_path):
+    results = tmp_path / "old.csv"
+    old_columns = [c for c in runner.COLUMNS if c not in runner.ADDED]
+    rows = [fake_row(c) for c in fake_configs("abc")] * 2000  # large enough for the rewrites to overlap
+    with open(results, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(old_columns)
+        w.writerows([r[c] for c in old_columns] for r in rows)
+    ctx = mp.get_context("fork")
+    barrier, out = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_prepare_after, args=(barrier, results, out), daemon=True) for _ in range(3)]
+    for p in procs:
+        p.start()
+    answers = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(10)
+    assert answers == [3, 3, 3]  # no process saw a half-migrated file or another's temporary vanish
+    assert results.read_text().splitlines()[0] == ",".join(runner.COLUMNS)
+    assert len(runner.load_results(results).rows) == 6000
+
+
 def test_a_file_that_is_not_a_results_file_is_refused(tmp_path):
     other = tmp_path / "x.csv"
     other.write_text("a,b\n1,2\n")

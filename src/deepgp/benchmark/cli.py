@@ -29,7 +29,7 @@ def register(sub) -> None:
                    help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)")
     p.add_argument("--protocol", choices=("splits", "paper"), default="splits",
                    help="splits: real splits, training statistics; paper: split 0 with all-data statistics, "
-                   "--splits are seeds (the paper's code, REFERENCE.md §5.4)")
+                   "--splits are seeds (the paper's code, docs/paper-vs-code.md §5.4)")
     p.add_argument("--iterations", type=count, default=100_000, help="training iterations (paper: 100000)")
     p.add_argument("--num-inducing", type=positive_int, default=128, help="M (paper: 128)")
     p.add_argument("--num-samples", type=positive_int, default=5, help="K for iw (paper: 5)")

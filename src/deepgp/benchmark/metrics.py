@@ -1,4 +1,4 @@
-"""Test metrics of a fitted model on one split, in standardised units (REFERENCE.md §5.2–5.3).
+"""Test metrics of a fitted model on one split, in standardised units (docs/paper-vs-code.md §5.2–5.3).
 
 All four metrics come from ONE propagation of S predictive draws per test point: propagation is
 nearly all of the evaluation cost (≈ 0.1 s per test point at S = 2000, M = 128 on one slow

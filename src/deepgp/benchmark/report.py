@@ -12,11 +12,11 @@ from __future__ import annotations
 import csv
 import math
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import scipy.stats
 
+from ..storage import write_bytes
 from .runner import describe_lines, load_results, variant
 
 _PAPER_METHOD = {"vi": "VI", "iw": "IWVI"}
@@ -197,5 +197,5 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
 def write_report(results, out=None, paper=None, metric: str = "test_loglik_kde") -> str:
     text = render_report(results, paper, metric)
     if out:
-        Path(out).write_text(text)
+        write_bytes(out, text.encode())
     return text

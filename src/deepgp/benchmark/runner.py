@@ -13,8 +13,9 @@ wrong number of fields, a number that does not parse) costs that line only. It i
 configuration runs again, and :func:`read_results` says so with a :class:`ResultsFileWarning`
 (:func:`load_results` returns the line numbers instead).
 
-Claims: several processes (several ``deepgp benchmark`` runs, on one machine or on a shared
-file system with working ``flock``) may share one results file. Right before a configuration
+Claims: several processes (several ``deepgp benchmark`` runs on one machine) may share one results
+file. (Across machines, a shared file system would need working ``flock`` and atomic appends, which
+NFS does not promise; Dask workers elsewhere are fine: only this process writes the file.) Right before a configuration
 starts, its process claims it with an OS file lock in ``<results name>.claims/`` (one lock file
 per configuration, named from its key); a configuration claimed elsewhere is skipped (it is
 running there), and one found in the file once claimed is skipped too (it finished there). The
@@ -117,7 +118,7 @@ def make_configs(
     """All configurations, split-major (every dataset's first split finishes before any second).
 
     ``protocol="splits"``: split s trained with seed s (real splits, training statistics).
-    ``protocol="paper"``: the paper's code (REFERENCE.md §5.4): always split 0, standardised with
+    ``protocol="paper"``: the paper's code (docs/paper-vs-code.md §5.4): always split 0, standardised with
     all-data statistics, and the requested split numbers become seeds.
     ``inner_sampling`` (for "iw": "joint", the paper's text, or "independent", its code) and
     ``dtype`` ("float64" or the opt-in "float32") are part of each row's key.
@@ -327,52 +328,37 @@ def prepare_results(path) -> set[tuple[str, ...]]:
     """Create the file with its header if needed; return the keys of the rows already done.
 
     A file whose last line lacks its newline (a crash mid-write) gets one, so the next row starts
-    on a fresh line and the broken line stays isolated (and ignored).
+    on a fresh line and the broken line stays isolated (and ignored). Creating, mending and
+    migrating the file happen under a lock (``<results>.lock``), so processes starting together
+    do them once.
     """
+    import filelock
+
+    from ..storage import write_bytes
+
     path = Path(path)
-    if (not path.exists() or path.stat().st_size == 0) and _create(path):
-        return set()
-    with open(path, "rb") as f:
-        f.seek(-1, os.SEEK_END)
-        if f.read(1) != b"\n":
-            _atomic_append(path, "\n")
-    header = _fields(_lines(path)[0]) or []
-    if tuple(header) != COLUMNS:
-        if tuple(header) != _REQUIRED:
-            raise ValueError(f"{path} has columns {header}, expected {list(COLUMNS)}; use another --results file")
-        _add_columns(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(str(path.with_name(path.name + ".lock"))):
+        if not path.exists() or path.stat().st_size == 0:
+            write_bytes(path, (",".join(COLUMNS) + "\n").encode())
+            return set()
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                _atomic_append(path, "\n")
+        header = _fields(_lines(path)[0]) or []
+        if tuple(header) != COLUMNS:
+            if tuple(header) != _REQUIRED:
+                raise ValueError(f"{path} has columns {header}, expected {list(COLUMNS)}; use another --results file")
+            write_bytes(path, _with_added_columns(_lines(path)))
     return {config_key(r) for r in read_results(path)}
 
 
-def _create(path: Path) -> bool:
-    """Create the file holding just its header; False if another process created it first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # the header is written beside the file and linked in, so a process starting at the same time
-    # sees either no file or a whole header, and two processes never write two headers
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
-    tmp.write_text(",".join(COLUMNS) + "\n")
-    try:
-        if path.exists():  # an empty file: nothing in it to lose
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)
-    except FileExistsError:
-        return False
-    except OSError:  # a file system without hard links
-        _atomic_append(path, ",".join(COLUMNS) + "\n")
-    finally:
-        tmp.unlink(missing_ok=True)
-    return True
-
-
-def _add_columns(path: Path) -> None:
-    """Rewrite a file of the previous format with the ADDED columns, atomically (values kept as text).
+def _with_added_columns(lines: list[bytes]) -> bytes:
+    """A file of the previous format rewritten with the ADDED columns (values kept as text).
 
     Damaged lines are kept as they are, on the same line numbers: they stay ignored (and reported)."""
-    lines = _lines(path)
     header = _fields(lines[0]) or []
-    if tuple(header) == COLUMNS:
-        return  # another process migrated it since we looked
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="")
     writer.writerow(COLUMNS)
@@ -387,9 +373,7 @@ def _add_columns(path: Path) -> None:
         out.truncate()
         writer.writerow([row[c] if c in row else ADDED[c](row) for c in COLUMNS])
         migrated.append(out.getvalue().encode())
-    tmp = path.with_name(path.name + ".migrating")
-    tmp.write_bytes(b"\n".join(migrated))
-    os.replace(tmp, path)
+    return b"\n".join(migrated)
 
 
 # -- claims --------------------------------------------------------------------------------------
@@ -521,8 +505,9 @@ def run_benchmark(
             prefix = f"[{finished}/{len(todo)} {time.perf_counter() - t0:7.0f}s]"
             if err is not None:
                 failed += 1
-                log(f"{prefix} FAILED {_describe(config)}: {type(err).__name__}: {err}")
-                traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
+                log(f"{prefix} FAILED {_describe(config)}: {type(err).__name__}: {' '.join(str(err).split())}")
+                if os.environ.get("DEEPGP_DEBUG", "") not in ("", "0"):  # set by the CLI's --debug too
+                    traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
                 return
             _atomic_append(results, format_row(row))
             written = True
@@ -575,6 +560,9 @@ def _run_pool(configs: Iterator[dict], jobs: int, record, run) -> None:
 
     method = "fork" if "fork" in mp.get_all_start_methods() and torch.version.cuda is None else "spawn"
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context(method), initializer=_init_worker) as pool:
+        # the workers start (all of them, at the first task) before any claim is taken, so that no
+        # forked worker inherits a claim's lock and keeps it alive after this process is killed
+        pool.submit(os.getpid).result()
         running: dict = {}
 
         def fill() -> None:

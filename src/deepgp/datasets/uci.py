@@ -6,7 +6,7 @@ in order: the ``data_dir`` argument, ``$DEEPGP_DATA``, and the user cache folder
 (``$XDG_CACHE_HOME/deepgp/uci``, default ``~/.cache/deepgp/uci``), which is where
 :func:`download_uci` writes.
 
-Splits follow the paper's code (bayesian_benchmarks, REFERENCE.md §5.4): the row indices are
+Splits follow the paper's code (bayesian_benchmarks, docs/paper-vs-code.md §5.4): the row indices are
 shuffled by ``np.random.RandomState(split)``, the first ⌊0.9 N⌋ are the training set, the rest the
 test set, of which at most 10,000 are kept (a fixed random subset, since the order is shuffled).
 Inputs and target are standardised with the *training* statistics (the paper's code used all N
@@ -191,7 +191,7 @@ def split_data(
     """The paper's split ``split`` of X [N, D], Y [N, 1]: shuffle, 90/10, cap the test set, standardise.
 
     ``stats="train"`` standardises with training statistics (ours); ``"all"`` with all N points
-    (the paper's code, REFERENCE.md §5.4).
+    (the paper's code, docs/paper-vs-code.md §5.4).
     """
     if stats not in ("train", "all"):
         raise ValueError(f"stats must be 'train' or 'all', got {stats!r}")

@@ -5,11 +5,11 @@ one draw of the layer's function (for the importance-weighted bound a group is a
 its P = K importance samples; for ordinary VI and for prediction P = 1 or the groups are sample
 indices). The layer has L independent GPs sharing one kernel and one set of M inducing inputs.
 
-Conditional (MATH.md §1), with A = Lz⁻¹ K_ZH and Q = K_HH − AᵀA the prior conditional:
+Conditional (docs/math.md §2), with A = Lz⁻¹ K_ZH and Q = K_HH − AᵀA the prior conditional:
     mean_l = Aᵀ m_l,   cov_l = Q + (R_lᵀA)ᵀ(R_lᵀA).
 Sampling draws v_l = m_l + R_l ε once per group and sets g = Aᵀ v + chol(Q) ξ: exactly the same
 distribution as mean + chol(cov) ε, but the K×K Cholesky is of Q, shared by the L GPs, and the
-O(L·M²) work is per group instead of per point (REFERENCE.md §7 counts the dense alternative).
+O(L·M²) work is per group instead of per point (docs/paper-vs-code.md §7 counts the dense alternative).
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ class GPLayer(nn.Module):
         In float64 one kernel call gives both: K(Z, Z) is the first M columns (rows) of
         K(Z, [Z; H]) (K([Z; H], Z)). Two calls dispatched the kernel's ≈ 60 operations (forward and
         backward) twice per layer; one call made the GP-GP-GP VI forward + backward 0.96× at 2
-        threads (benchmarks/README.md, seventh session). In float32 K(Z, Z) is its own float64
+        threads (commit 9d5fb88). In float32 K(Z, Z) is its own float64
         call (:meth:`_Lz_inv`).
         """
         Hf = H.reshape(-1, H.shape[-1])
