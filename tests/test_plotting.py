@@ -71,3 +71,12 @@ def test_a_failed_figure_leaves_the_old_file(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="renderer failed"):
         save_figure(prior_figure(["GP"], num_draws=1, resolution=20), path)
     assert path.read_bytes() == good and os.listdir(tmp_path) == ["prior.png"]
+
+
+def test_importing_the_figures_leaves_the_users_backend_alone():
+    import subprocess
+    import sys
+
+    code = "import matplotlib; matplotlib.use('svg'); import deepgp.plotting; print(matplotlib.get_backend())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "svg"

@@ -3,7 +3,9 @@ standardised predictive marginals (Fig. 10–11).
 
 Every function takes either a fitted :class:`~deepgp.DeepGPRegressor` (inputs and outputs in the
 data's original units) or a bare :class:`~deepgp.DeepGP` (its own units). Figures are drawn with
-matplotlib's Agg backend, so no display is needed; ``save_figure`` writes PNG or PDF by extension.
+matplotlib's object interface (``matplotlib.figure.Figure``), so no display is needed and pyplot's
+global state — the backend of a user's notebook — is never touched; ``save_figure`` writes PNG or
+PDF by extension.
 """
 
 from __future__ import annotations
@@ -13,17 +15,15 @@ import math
 from pathlib import Path
 
 import matplotlib
+import numpy as np
+import torch
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # files only: works on headless machines and in tests
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from .estimator import DeepGPRegressor, Standardizer  # noqa: E402
-from .layers import GPLayer, LatentVariableLayer  # noqa: E402
-from .linalg import DEFAULT_JITTER, cholesky, seeded, standard_normal  # noqa: E402
-from .model import DeepGP  # noqa: E402
-from .storage import write_bytes  # noqa: E402
+from .estimator import DeepGPRegressor, Standardizer
+from .layers import GPLayer, LatentVariableLayer
+from .linalg import DEFAULT_JITTER, cholesky, seeded, standard_normal
+from .model import DeepGP
+from .storage import write_bytes
 
 FORMATS = (".png", ".pdf")
 
@@ -55,7 +55,6 @@ def save_figure(fig, path) -> Path:
     buf = io.BytesIO()  # drawn in memory, then written atomically: a failed plot leaves an old figure
     fmt = path.suffix.lower().lstrip(".")
     fig.savefig(buf, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")
-    plt.close(fig)
     write_bytes(path, buf.getvalue())
     return path
 
@@ -113,7 +112,8 @@ def posterior_figure(models: dict, x_range, y_range, data=None, ncols: int | Non
     n = len(models)
     ncols = ncols or n
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.6 * nrows), squeeze=False, sharey=True)
+    fig = Figure(figsize=(3.6 * ncols, 2.6 * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
     for ax, (name, model) in zip(axes.flat, models.items()):
         plot_posterior_density(ax, model, x_range, y_range, data=data, title=name, **kwargs)
     for ax in list(axes.flat)[n:]:
@@ -161,8 +161,9 @@ def prior_figure(specs, num_draws: int = 4, x_range=(-3.0, 3.0), resolution: int
     specs = [specs] if isinstance(specs, str) else list(specs)
     w_values = np.linspace(-2, 2, 9) if w_values is None else np.asarray(w_values, dtype=np.float64)
     x = np.linspace(*x_range, resolution)
-    cmap = plt.get_cmap("coolwarm")
-    fig, axes = plt.subplots(len(specs), num_draws, figsize=(2.6 * num_draws, 2.2 * len(specs)), squeeze=False)
+    cmap = matplotlib.colormaps["coolwarm"]
+    fig = Figure(figsize=(2.6 * num_draws, 2.2 * len(specs)))
+    axes = fig.subplots(len(specs), num_draws, squeeze=False)
     for r, spec in enumerate(specs):
         # from_spec only needs data to place inducing inputs; prior draws do not use them
         model = DeepGP.from_spec(spec, x[:, None], np.zeros((len(x), 1)), num_inducing=8, hidden_dim=hidden_dim,
@@ -201,8 +202,9 @@ def marginals_figure(models: dict, X, num_points: int = 30, num_samples: int = 2
     pc = centred @ np.linalg.svd(centred, full_matrices=False)[2][0] if len(Xp) > 1 else np.zeros(1)
     colour = (pc - pc.min()) / max(np.ptp(pc), 1e-12)
     grid = np.linspace(-4, 4, 200)
-    cmap = plt.get_cmap("viridis")
-    fig, axes = plt.subplots(1, len(models), figsize=(3.0 * len(models), 2.6), squeeze=False, sharey=True)
+    cmap = matplotlib.colormaps["viridis"]
+    fig = Figure(figsize=(3.0 * len(models), 2.6))
+    axes = fig.subplots(1, len(models), squeeze=False, sharey=True)
     for ax, (name, model) in zip(axes[0], models.items()):
         dgp, xs, _ = _unwrap(model)
         draws = dgp.sample_predictive(xs.transform(Xp), num_samples, seed=seed)[..., 0]  # [S, n]
