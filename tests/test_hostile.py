@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import math
+import os
 import re
 
 import numpy as np
@@ -113,6 +114,11 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
     one_row.write_text("x1,x2,y\n1,2,3\n")
     not_results = tmp / "other.csv"
     not_results.write_text("a,b\n1,2\n")
+    fifo = tmp / "pipe"
+    os.mkfifo(fifo)  # opening it would block: every command must refuse it first
+    one_input = tmp / "one.safetensors"
+    assert main(["fit", str(data), "--target", "y", "--inputs", "x1", "--model", "GP", "--method", "vi", *FAST,
+                 "--out", str(one_input)]) == 0
     half_model = tmp / "half.safetensors"
     storage.write(half_model, storage.REGRESSOR, {"params": {}, "model": {}})
     fit = ["fit", str(data), "--target", "y", *FAST]
@@ -153,6 +159,26 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
         (["convert", str(model), str(tmp / "x.safetensors"), "--trust"], 2, "need no conversion"),
         (["nonesuch"], 2, "invalid choice"),
         ([], 2, "required"),
+        # found by a hostile session: each was a traceback, a silent wrong answer, or worse
+        ([*fit, *out[:1], str(data)], 2, "it is the command's own input"),
+        ([*fit, "--inputs", "x1,x1", *out], 2, "names column(s) ['x1'] more than once"),
+        ([*fit, "--inputs", ",", *out], 2, "--inputs names no columns"),
+        ([*fit, "--device", "meta", *out], 2, "device must be 'cpu' or a CUDA device"),
+        ([*fit, "--seed", "99999999999999999999", *out], 2, "argument --seed: must be an integer <="),
+        (["fit", str(fifo), "--target", "y", *FAST, *out], 2, "is not a regular file"),
+        ([*fit, "--out", str(fifo)], 2, "is not a regular file"),
+        (["predict", str(fifo), str(data)], 2, "is not a file"),
+        (["predict", str(model), str(data), "--out", str(model)], 2, "it is the command's own input"),
+        (["predict", str(model), str(data), "--quantiles", "0.5,0.5"], 2, "names a level twice"),
+        (["plot", "marginals", str(model), str(one_input), "--data", str(data), "--out", str(tmp / "m.png")], 2,
+         "plot models of the same inputs together"),
+        (["plot", "marginals", str(model), "--data", str(data), "--samples", "1"], 2, "argument --samples"),
+        (["plot", "prior", "--models", "", "--out", str(tmp / "p.png")], 2, "--models names no models"),
+        (["report", str(not_results), "--metric", "nope"], 2, "argument --metric: invalid choice"),
+        (["report", str(tmp / "absent.csv"), "--paper", str(not_results)], 2, "absent.csv"),
+        (["benchmark", "--splits", "0-99999999999", "--data-dir", str(tmp)], 2, "argument --splits"),
+        (["convert", str(fifo), str(tmp / "x.safetensors"), "--trust"], 2, "is not a regular file"),
+        ([*fit, "--lr", "1000", "--model", "LV-GP-GP", *out], 1, "lr=1000"),
     ]
 
 
@@ -169,6 +195,58 @@ def test_bad_command_lines_end_in_one_line_and_an_exit_status(fitted, tmp_path, 
         assert code == status, (argv, code, err)
         assert len(lines) == 1 and ": error: " in lines[0] and text in lines[0], (argv, err)
         assert "Traceback" not in err, argv
+
+
+def test_more_odd_input_is_read_or_refused_as_a_careful_user_expects(fitted, tmp_path, capsys, monkeypatch):
+    _, data, model = fitted
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + data.read_bytes())  # a spreadsheet's UTF-8 byte-order mark
+    assert main(["evaluate", str(model), str(bom), "--json"]) == 0  # the column is 'x1', not '\ufeffx1'
+    odd = tmp_path / "odd.csv"
+    odd.write_text("x1,x2,y\n1_000,2,3\n4,5,6\n")
+    assert main(["fit", str(odd), "--target", "y", "--inputs", "x1,x2", *FAST,
+                 "--out", str(tmp_path / "m.safetensors")]) == 2
+    assert "non-numeric column(s) 'x1' (e.g. '1_000' on line 2)" in capsys.readouterr().err
+    odd.write_text("x1,x2,y\n-nan,2,3\n4,5,6\n")
+    assert main(["fit", str(odd), "--target", "y", *FAST, "--out", str(tmp_path / "m.safetensors")]) == 2
+    assert "missing values in column(s) 'x1'" in capsys.readouterr().err
+    assert main(["fit", str(data), "--target", "y", "--model", "GP", "--method", "vi", "--iterations", "0",
+                 "--no-progress", "--out", str(tmp_path / "untrained.safetensors")]) == 0
+    assert "not trained (0 iterations)" in capsys.readouterr().out
+    monkeypatch.setenv("DEEPGP_DEBUG", "false")  # off, as 0, no and off are
+    assert main(["predict", str(tmp_path / "absent.safetensors"), str(data)]) == 2
+
+
+def test_trust_opens_the_pickle_door_only_when_it_is_true(tmp_path):
+    marker = tmp_path / "PWNED"
+    files = evil_files(tmp_path, marker)
+    for trust in ("False", "no", 0, 1, [0], None):
+        for load in (DeepGPRegressor.load, deepgp.DeepGP.load):
+            with pytest.raises(ValueError, match="trust must be True or False"):
+                load(files["regressor.pt"], trust=trust)
+    assert not marker.exists()
+
+
+def test_scores_refuse_weights_that_are_not_weights(fitted):
+    _, data, model = fitted
+    reg = DeepGPRegressor.load(model)
+    X = np.random.default_rng(1).uniform(-2, 2, (10, 2))
+    y = np.sin(2 * X[:, 0])
+    assert reg.score(X, y, sample_weight=np.ones(10)) == pytest.approx(reg.score(X, y))
+    for weights in (np.full(10, np.nan), np.zeros(10), -np.ones(10), np.ones(9)):
+        with pytest.raises(ValueError, match="sample_weight must be 10 finite weights"):
+            reg.score(X, y, sample_weight=weights)
+
+
+def test_a_crafted_estimator_file_is_refused_by_setting(fitted, tmp_path):
+    _, _, model = fitted
+    good = storage.read(model, storage.REGRESSOR)
+    for change, message in [({"predict_samples": 10**12}, "predict_samples must be an integer <= 10000000"),
+                            ({"method": "xx"}, "method must be one of"), ({"seed": -4}, "seed must be"),
+                            ({"progress": "yes"}, "the field 'progress' is a str")]:
+        storage.write(tmp_path / "c", storage.REGRESSOR, {**good, "params": {**good["params"], **change}})
+        with pytest.raises(ValueError, match=message):
+            DeepGPRegressor.load(tmp_path / "c")
 
 
 def test_debug_shows_the_traceback(fitted, tmp_path):

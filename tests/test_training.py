@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -193,3 +195,33 @@ def test_a_resume_is_not_refused_for_differences_without_effect(tmp_path):
     history = deepgp.fit(model, negative_zero, y, "vi", iterations=6, batch_size=500, inner_sampling="independent",
                          progress=False, checkpoint=ckpt)  # both batches are the whole data; vi ignores inner_sampling
     assert len(history) == 6
+
+
+def test_a_crafted_checkpoint_is_refused_before_anything_is_loaded(tmp_path):
+    # a fused Adam step trusts its buffers' shapes: a wrong shape once corrupted memory on resume
+    x, y = small_problem()
+    ckpt = tmp_path / "state.safetensors"
+    deepgp.fit(deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8), x, y, iterations=6, batch_size=16,
+               progress=False, checkpoint=ckpt)
+    good = storage.read(ckpt, storage.CHECKPOINT)
+
+    def adam_state(**buffers):
+        return {**good["adam"], "state": {**good["adam"]["state"], 0: {**good["adam"]["state"][0], **buffers}}}
+
+    group = good["adam"]["param_groups"][0]
+    damaged = {
+        "exp_avg": dict(adam=adam_state(exp_avg=torch.zeros(1))),
+        "learning rate -1": dict(adam={**good["adam"], "param_groups": [{**group, "lr": -1.0}]}),
+        "settings are not this run's": dict(adam={**good["adam"], "param_groups": [{**group, "betas": (0.5, 0.5)}]}),
+        "iteration -5": dict(iteration=-5),
+        "iteration True": dict(iteration=True),
+        "history is not one finite bound": dict(iteration=1000),
+        "minibatch indices": dict(batches=torch.tensor([-1, 3])),
+        "a parameter 99": dict(adam={**good["adam"], "state": {99: good["adam"]["state"][0]}}),
+        "NaN, infinite": dict(model={**good["model"], "layers.1.q_mu": torch.full((8, 1), math.nan, dtype=torch.float64)}),
+    }
+    for message, change in damaged.items():
+        storage.write(ckpt, storage.CHECKPOINT, {**good, **change})
+        with pytest.raises(ValueError, match=f"checkpoint .* is damaged .*{message}"):
+            deepgp.fit(deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8), x, y, iterations=12, batch_size=16,
+                       progress=False, checkpoint=ckpt)

@@ -28,6 +28,7 @@ import warnings
 from . import __version__
 
 DEBUG_ENV = "DEEPGP_DEBUG"
+OFF = ("", "0", "false", "no", "off")
 
 
 # -- argument types: a bad value is argparse's one-line error naming the option ------------------
@@ -57,6 +58,16 @@ def _int_at_least(text: str, minimum: int) -> int:
         raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
     if value < minimum:
         raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
+    return value
+
+
+def seed(text: str) -> int:
+    """A seed: an integer in [0, 2**63 − 1]."""
+    from .validation import MAX_SEED
+
+    value = _int_at_least(text, 0)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be an integer <= {MAX_SEED}, got {text!r}")
     return value
 
 
@@ -98,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_line(err: BaseException) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
-    if isinstance(err, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)) and err.filename:
+    if isinstance(err, OSError) and err.filename:  # "No space left on device: model.safetensors"
         text = f"{err.strerror or text}: {err.filename}"
     return text
 
@@ -110,9 +121,16 @@ def _exit_status(err: BaseException) -> tuple[int, str]:
 
     if isinstance(err, (FloatingPointError, CholeskyError, NaturalGradientError)):
         return 1, _one_line(err)  # a run that failed because of a setting: the message names it
+    if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(err):
+        return 1, "ran out of memory: use fewer inducing points, a smaller --batch-size or fewer samples"
     if isinstance(err, (ValueError, OSError, EOFError, ImportError)):
         return 2, _one_line(err)  # bad input: an argument, a file, a missing optional package
     return 1, f"unexpected {type(err).__name__}: {_one_line(err)} (rerun with --debug for the traceback)"
+
+
+def debugging() -> bool:
+    """Whether tracebacks are wanted: ``--debug`` (which sets it) or ``DEEPGP_DEBUG`` set to anything but 0/false/no/off."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in OFF
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -122,10 +140,16 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     end = argv.index("--") if "--" in argv else len(argv)
-    debug = "--debug" in argv[:end] or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    debug = "--debug" in argv[:end] or os.environ.get(DEBUG_ENV, "").strip().lower() not in OFF
     argv = [a for i, a in enumerate(argv) if not (a == "--debug" and i < end)]
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()  # (imports the commands' modules: Ctrl-C may come here)
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("deepgp: interrupted", file=sys.stderr)
+        return 130
     name = f"deepgp {args.command}"
     saved_env = os.environ.get(DEBUG_ENV)
     if debug:  # for the code that prints tracebacks of its own (a failed benchmark configuration)

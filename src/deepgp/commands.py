@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import count, positive_float, positive_int
+from .cli import at_least, count, positive_float, positive_int, seed
 from .model import DTYPES
 from .objectives import INNER_SAMPLING
 from .storage import check_writable, write_bytes
 
-MISSING = {"", "na", "nan", "n/a", "null", "none", "?"}
+MISSING = {"", "na", "nan", "-nan", "+nan", "n/a", "null", "none", "?"}
 DEFAULT_QUANTILES = "0.05,0.5,0.95"
 
 
@@ -47,9 +47,11 @@ def read_csv(path) -> dict[str, Column]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
+    if not path.is_file():  # a folder, a device (/dev/zero never ends), a pipe (blocks)
+        raise ValueError(f"{path} is not a regular file")
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", newline="") as f:
+        with opener(path, "rt", newline="", encoding="utf-8-sig") as f:  # -sig: a BOM is not part of a name
             rows = list(csv.reader(f))
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as err:  # EOFError: a cut .gz
         raise ValueError(f"could not read {path} as CSV: {err or type(err).__name__}") from None
@@ -75,6 +77,8 @@ def read_csv(path) -> dict[str, Column]:
                 missing.append(line)
                 continue
             try:
+                if "_" in text:  # Python reads "1_000" as 1000; a CSV cell that says so is not a plain number
+                    raise ValueError(text)
                 values[i] = float(text)
             except ValueError:
                 bad = bad or (line, text)
@@ -113,9 +117,14 @@ def choose_inputs(columns: dict[str, Column], target: str, inputs: list[str] | N
     """``inputs`` if given; otherwise every other numeric column (announcing the ones left out)."""
     if target not in columns:
         raise ValueError(f"--target: no column {target!r}; the file has {list(columns)}")
-    if inputs:
+    if inputs is not None:
+        if not inputs:
+            raise ValueError("--inputs names no columns; give comma-separated column names, or leave it out")
         if target in inputs:
             raise ValueError(f"--inputs includes the target column {target!r}")
+        twice = sorted({n for n in inputs if inputs.count(n) > 1})
+        if twice:
+            raise ValueError(f"--inputs names column(s) {twice} more than once")
         return inputs
     others = [n for n in columns if n != target]
     skipped = [n for n in others if columns[n].bad]
@@ -138,7 +147,23 @@ def _levels(text: str) -> list[float]:
         raise ValueError(f"--quantiles must be comma-separated numbers in [0, 1], got {text!r}") from None
     if not q or any(not 0 <= v <= 1 for v in q):
         raise ValueError(f"--quantiles must be comma-separated numbers in [0, 1], got {text!r}")
+    if len(set(q)) != len(q):
+        raise ValueError(f"--quantiles names a level twice, got {text!r}")
     return q
+
+
+def _output(path, what: str, inputs=()) -> None:
+    """Check before any work that ``path`` can be written, and is none of the command's own ``inputs``."""
+    check_writable(path, what)
+    for source in inputs:
+        if Path(path).exists() and Path(source).exists() and Path(path).samefile(source):
+            raise ValueError(f"cannot write {what} to {path}: it is the command's own input {source}")
+
+
+def _unique_names(paths) -> list[str]:
+    """Panel titles for model files: their names, or their paths where two names are the same."""
+    stems = [Path(p).stem for p in paths]
+    return [stem if stems.count(stem) == 1 else str(p) for stem, p in zip(stems, paths)]
 
 
 def load_regressor(path):
@@ -199,7 +224,7 @@ def register(sub) -> None:
     p.add_argument("--iterations", type=count, default=5000)
     p.add_argument("--batch-size", type=positive_int, default=512)
     p.add_argument("--lr", type=positive_float, default=0.005, help="Adam learning rate")
-    p.add_argument("--seed", type=count, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--dtype", default="float64", choices=tuple(DTYPES),
                    help="float32: the opt-in fast mode (≈1.7× faster on CPU; K(Z, Z) factorised in float64)")
     p.add_argument("--device", default=None, help="torch device to train on, e.g. cuda (default: the CPU)")
@@ -245,7 +270,7 @@ def register(sub) -> None:
                          "for a grid of w values, which shows their stochastic fan.")
     q.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated model specs, one row each")
     q.add_argument("--draws", type=positive_int, default=4, help="independent draws per model (columns)")
-    q.add_argument("--seed", type=count, default=0)
+    q.add_argument("--seed", type=seed, default=0)
     q.add_argument("--out", default="prior.png", help="figure file (.png or .pdf)")
     q.set_defaults(func=_plot_prior)
     q = kinds.add_parser("posterior", formatter_class=fmt, help="posterior density images of 1-input models (Fig. 1, 5)",
@@ -261,7 +286,7 @@ def register(sub) -> None:
     q.add_argument("models", nargs="+", help="model files from `deepgp fit` (same input columns)")
     q.add_argument("--data", required=True, help="CSV with the models' input columns")
     q.add_argument("--points", type=positive_int, default=30, help="test points to show")
-    q.add_argument("--samples", type=positive_int, default=2000, help="predictive draws per point")
+    q.add_argument("--samples", type=at_least(2), default=2000, help="predictive draws per point")
     q.add_argument("--out", default="marginals.png", help="figure file (.png or .pdf)")
     q.set_defaults(func=_plot_marginals)
 
@@ -278,7 +303,7 @@ def _demo(args) -> int:
 def _fit(args) -> int:
     from .estimator import DeepGPRegressor
 
-    check_writable(args.out, "the model")  # before training, not after it
+    _output(args.out, "the model", [args.data])  # before training, not after it
     columns = read_csv(args.data)
     inputs = choose_inputs(columns, args.target, _names(args.inputs))
     X, y = select(columns, inputs), select(columns, [args.target])[:, 0]
@@ -292,15 +317,16 @@ def _fit(args) -> int:
     reg.fit(X, y)
     reg.columns_ = {"inputs": inputs, "target": args.target}
     reg.save(args.out)
+    bound = f"final bound {reg.history_[-1] / len(y):.4f} per point" if len(reg.history_) else "not trained (0 iterations)"
     print(f"fitted {reg.model} ({args.method}) on {len(y)} rows, inputs {inputs} -> target {args.target!r}; "
-          f"final bound {reg.history_[-1] / len(y):.4f} per point; saved {args.out}")
+          f"{bound}; saved {args.out}")
     return 0
 
 
 def _predict(args) -> int:
     levels = _levels(args.quantiles)
     if args.out != "-":
-        check_writable(args.out, "the predictions")
+        _output(args.out, "the predictions", [args.model, args.data])
     reg = load_regressor(args.model)
     if args.predict_samples is not None:
         reg.predict_samples = args.predict_samples
@@ -341,7 +367,7 @@ def evaluate_metrics(reg, X, y) -> dict:
 
 def _evaluate(args) -> int:
     if args.json not in (None, "-"):
-        check_writable(args.json, "the metrics")
+        _output(args.json, "the metrics", [args.model, args.data])
     reg = load_regressor(args.model)
     if args.predict_samples is not None:
         reg.predict_samples = args.predict_samples
@@ -365,14 +391,17 @@ def _convert(args) -> int:
     from .model import DeepGP
 
     old = Path(args.old)
-    if not old.is_file():
+    if not old.exists():
         raise FileNotFoundError(f"no such file: {old}")
+    if not old.is_file():
+        raise ValueError(f"{old} is not a regular file")
     if not storage.is_legacy(old):
-        raise ValueError(f"{old} is not a deepgp 0.1 (pickle) file; files of the current format need no conversion")
+        raise ValueError(f"{old} is not a deepgp 0.1 model file (those are pickles; files saved since need no "
+                         "conversion)")
     if not args.trust:
         raise ValueError(f"converting {old} unpickles it, which runs any code it holds; "
                          "add --trust if you trust where it came from")
-    check_writable(args.new, "the converted model")
+    _output(args.new, "the converted model", [old])
     kind, tree = storage.read_legacy(old)
     obj = DeepGPRegressor.from_tree(tree, old) if kind == storage.REGRESSOR else DeepGP.from_tree(tree, old)
     obj.save(args.new)
@@ -380,12 +409,34 @@ def _convert(args) -> int:
     return 0
 
 
+def _figure_output(path, inputs=()) -> None:
+    """A figure's file: .png or .pdf, its folder made, writable, none of the inputs (checked before drawing)."""
+    from .plotting import check_figure_path
+
+    check_figure_path(path)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _output(path, "the figure", inputs)
+
+
+def _load_models(paths) -> dict:
+    """The model files by panel title; they must share their input columns (the data are read by the first's)."""
+    regs = dict(zip(_unique_names(paths), (load_regressor(p) for p in paths)))
+    first_name, first = next(iter(regs.items()))
+    for name, reg in regs.items():
+        if reg.columns_["inputs"] != first.columns_["inputs"]:
+            raise ValueError(f"{name} has the input columns {reg.columns_['inputs']}, but {first_name} has "
+                             f"{first.columns_['inputs']}; plot models of the same inputs together")
+    return regs
+
+
 def _plot_prior(args) -> int:
     from .model import parse_spec
-    from .plotting import check_figure_path, prior_figure, save_figure
+    from .plotting import prior_figure, save_figure
 
-    check_figure_path(args.out)  # before the drawing, not after
+    _figure_output(args.out)  # before the drawing, not after
     specs = _names(args.models)
+    if not specs:
+        raise ValueError("--models names no models; give comma-separated specs such as GP,LV-GP")
     for s in specs:
         parse_spec(s)  # a bad spec fails before any drawing
     print(f"wrote {save_figure(prior_figure(specs, num_draws=args.draws, seed=args.seed), args.out)}")
@@ -393,10 +444,10 @@ def _plot_prior(args) -> int:
 
 
 def _plot_posterior(args) -> int:
-    from .plotting import check_figure_path, posterior_figure, save_figure
+    from .plotting import posterior_figure, save_figure
 
-    check_figure_path(args.out)
-    regs = {Path(m).stem: load_regressor(m) for m in args.models}
+    _figure_output(args.out, [*args.models, *([args.data] if args.data else [])])
+    regs = _load_models(args.models)
     for name, reg in regs.items():
         if reg.n_features_in_ != 1:
             raise ValueError(f"a posterior density image needs a model with one input; {name} has {reg.n_features_in_}")
@@ -417,10 +468,10 @@ def _plot_posterior(args) -> int:
 
 
 def _plot_marginals(args) -> int:
-    from .plotting import check_figure_path, marginals_figure, save_figure
+    from .plotting import marginals_figure, save_figure
 
-    check_figure_path(args.out)
-    regs = {Path(m).stem: load_regressor(m) for m in args.models}
+    _figure_output(args.out, [*args.models, args.data])
+    regs = _load_models(args.models)
     X, _ = _model_data(next(iter(regs.values())), args.data, need_target=False)
     fig = marginals_figure(regs, X, num_points=args.points, num_samples=args.samples)
     print(f"wrote {save_figure(fig, args.out)}")

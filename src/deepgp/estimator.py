@@ -18,6 +18,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import storage
+from .config import ModelConfig, TrainConfig, settings_of
 from .datasets.uci import standardise
 from .linalg import seeded
 from .model import DeepGP, _check_dtype
@@ -128,9 +129,18 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         return tags
 
     # -- fitting ------------------------------------------------------------------------------
+    def _check_params(self) -> None:
+        """Every setting checked without data (before training, and when a file is loaded): a
+        ValueError naming it."""
+        ModelConfig(**settings_of(ModelConfig, self.get_params()))
+        TrainConfig(**settings_of(TrainConfig, self.get_params()))
+        check_positive_int("predict_samples", self.predict_samples, maximum=MAX_PREDICT_SAMPLES)
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"progress must be True or False, got {self.progress!r}")
+
     def fit(self, X, y):
         """Fit on X [N, D] and y [N] or [N, D_y]; returns self."""
-        check_positive_int("predict_samples", self.predict_samples)  # before training, not after it
+        self._check_params()  # before training, not after it
         for name, value in (("X", X), ("y", y)):  # scikit-learn's own message does not say which
             if _is_complex(value):
                 raise ValueError(f"{name}: Complex data not supported; the inputs and targets must be real numbers")
@@ -175,7 +185,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         model = self.model_
         model.eval()
         X = torch.as_tensor(Xs, dtype=model.dtype, device=model.device)
-        S = check_positive_int("predict_samples", self.predict_samples)
+        S = check_positive_int("predict_samples", self.predict_samples, maximum=MAX_PREDICT_SAMPLES)
         mean, var = [], []
         with seeded(self.seed, model.device):
             for sl in chunks(len(X), S):
@@ -218,14 +228,19 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"X and y have different numbers of rows: {len(Xs)} and {len(y) if y.ndim else 'a scalar'}")
         y = y.reshape(len(Xs), -1)
         Ys = self.y_scaler_.transform(y)
-        S = check_positive_int("predict_samples", self.predict_samples)
+        S = check_positive_int("predict_samples", self.predict_samples, maximum=MAX_PREDICT_SAMPLES)
         logp = self.model_.predictive_log_density(Xs, Ys, S, "mixture", seed=self.seed)
         return logp - self.y_scaler_.log_jacobian
 
     def score(self, X, y, sample_weight=None) -> float:
         """Mean log predictive density per point, in the units of y (higher is better)."""
         logp = self.log_density(X, y)
-        return float(np.average(logp, weights=sample_weight))
+        if sample_weight is not None:
+            w = np.asarray(sample_weight, dtype=np.float64)
+            if w.shape != logp.shape or not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+                raise ValueError(f"sample_weight must be {len(logp)} finite weights >= 0 with a positive sum")
+            return float(np.average(logp, weights=w))
+        return float(logp.mean())
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path) -> None:
@@ -288,6 +303,10 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
                               stacklevel=2)
                 params["device"] = None
         est = cls(**params)
+        try:
+            est._check_params()
+        except ValueError as err:
+            raise ValueError(f"{path} is damaged: {err}") from None
         est.x_scaler_, est.y_scaler_ = (_scaler(field(tree, k, dict, path), k, path) for k in ("x_scaler", "y_scaler"))
         est.y_ndim_ = field(tree, "y_ndim", int, path)
         if est.y_ndim_ not in (1, 2):
@@ -298,12 +317,17 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             if len(names) != est.n_features_in_ or not all(isinstance(n, str) for n in names):
                 raise ValueError(f"{path} is damaged: the field 'feature_names_in' does not name {est.n_features_in_} inputs")
             est.feature_names_in_ = np.asarray(names, dtype=object)
-        est.history_ = field(tree, "history", torch.Tensor, path).numpy()
+        history = field(tree, "history", torch.Tensor, path)
+        if history.dim() != 1 or not history.is_floating_point():
+            raise ValueError(f"{path} is damaged: the field 'history' is not a sequence of bounds")
+        est.history_ = history.double().numpy()
         columns = field(tree, "columns", dict, path, optional=True)
         if columns is not None:
             inputs, target = columns.get("inputs"), columns.get("target")
-            if not (isinstance(inputs, list) and all(isinstance(n, str) for n in inputs) and isinstance(target, str)):
-                raise ValueError(f"{path} is damaged: the field 'columns' does not name inputs and a target")
+            if not (isinstance(inputs, list) and all(isinstance(n, str) for n in inputs) and isinstance(target, str)
+                    and len(set(inputs)) == len(inputs) == est.n_features_in_ and target not in inputs):
+                raise ValueError(f"{path} is damaged: the field 'columns' does not name {est.n_features_in_} distinct "
+                                 "inputs and a target")
             est.columns_ = {"inputs": inputs, "target": target}  # the CSV column names, set by `deepgp fit`
         model = field(tree, "model", dict, path)
         est.model_ = DeepGP.from_tree(model, path, check_device(params["device"]))
@@ -311,6 +335,9 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
                 or est.y_scaler_.mean.shape != (est.model_.output_dim,)):
             raise ValueError(f"{path} is damaged: its model, scalers and input count disagree")
         return est
+
+
+MAX_PREDICT_SAMPLES = 10**7  # more draws per point than any density estimate needs: a typo, or a damaged file
 
 
 def _check_spread(Xs: np.ndarray, dtype) -> None:
@@ -326,7 +353,8 @@ def _check_spread(Xs: np.ndarray, dtype) -> None:
 
 def _scaler(tree: dict, name: str, path) -> Standardizer:
     mean, std = (storage.field(tree, k, torch.Tensor, path).double().numpy() for k in ("mean", "std"))
-    if mean.ndim != 1 or mean.shape != std.shape or not (np.isfinite([mean, std]).all() and (std > 0).all()):
+    ok = mean.ndim == 1 and mean.shape == std.shape and np.isfinite(mean).all() and np.isfinite(std).all()
+    if not ok or not (std > 0).all() or not np.isfinite(1 / std).all():  # (1 / std: no denormal std)
         raise ValueError(f"{path} is damaged: the field {name!r} is not a valid standardisation")
     return Standardizer(mean, std)
 

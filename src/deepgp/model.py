@@ -11,36 +11,22 @@ import torch
 from torch import nn
 
 from . import objectives, prediction, storage
+from .config import ModelConfig, parse_spec
 from .kernels import make_kernel
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import seeded
-from .params import FLOOR
 from .validation import (
     as_matrix,
     as_xy,
     check_device,
     check_dims,
     check_magnitude,
-    check_positive_float,
     check_positive_int,
+    check_seed,
 )
 
-TOKENS = ("GP", "LV")
 MODES = ("joint", "independent", "predict")
-
-
-def parse_spec(spec: str) -> list[str]:
-    """``"LV-GP-GP"`` → ``["LV", "GP", "GP"]``; any sequence of GP/LV tokens ending in GP."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"model spec must be a non-empty string like 'LV-GP-GP', got {spec!r}")
-    tokens = [t.strip().upper() for t in spec.strip().split("-")]
-    unknown = [t for t in tokens if t not in TOKENS]
-    if unknown:
-        raise ValueError(f"unknown token(s) {unknown} in model spec {spec!r}; allowed tokens are 'GP' and 'LV'")
-    if tokens[-1] != "GP":
-        raise ValueError(f"model spec {spec!r} must end in 'GP' (the final layer is always a GP layer)")
-    return tokens
 
 
 def initial_inducing(X: np.ndarray, num_inducing: int, rng: np.random.Generator) -> np.ndarray:
@@ -86,17 +72,31 @@ def _check_config(config: dict, state: dict, path) -> None:
         raise ValueError(f"{path}: unknown config field(s) {unknown} (written by a newer deepgp?)")
     for name, kind in CONFIG_FIELDS.items():
         storage.field(config, name, kind, path)
+    sizes = {k: config[k] for k in ("num_inducing", "input_dim", "output_dim", "hidden_dim", "latent_dim")}
+    widths = list(config["encoder_hidden"])
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in [*sizes.values(), *widths]):
+        raise ValueError(f"{path} is damaged: its config sizes {sizes | {'encoder_hidden': widths}} are not all >= 1")
+    try:
+        tokens = parse_spec(config["spec"])
+    except ValueError as err:
+        raise ValueError(f"{path} is damaged: {err}") from None
+    # the parameters this architecture has at the least, which the file must hold: refused before
+    # anything is built, a small damaged file cannot ask for a huge allocation
+    M, D, D_y = sizes["num_inducing"], sizes["input_dim"], sizes["output_dim"]
+    inner = sum(1 for t in tokens[:-1] if t == "GP")
+    chain = [D + D_y, *widths, 2 * sizes["latent_dim"]]
+    least = (D_y * M * M + inner * sizes["hidden_dim"] * M * M + M * D
+             + tokens.count("LV") * sum(a * b for a, b in zip(chain[:-1], chain[1:])))
     size = sum(t.numel() for t in state.values())
-    M = config["num_inducing"]
-    # the final layer's q(v) alone holds output_dim·M² numbers and the first GP layer's Z M·input_dim
-    factor = {"num_inducing": M * config["output_dim"], "input_dim": M, "output_dim": M * M, "hidden_dim": 1,
-              "latent_dim": 1}
-    for name, f in factor.items():
-        if not 1 <= config[name] or not 1 <= f * config[name] <= size:
-            raise ValueError(f"{path} is damaged: config {name}={config[name]} does not fit its {size} parameters")
-    widths = config["encoder_hidden"]
-    if not all(isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= size for w in widths):
-        raise ValueError(f"{path} is damaged: config encoder_hidden={list(widths)} does not fit its {size} parameters")
+    if least > size:
+        raise ValueError(f"{path} is damaged: its config describes at least {least} parameters but it holds {size}")
+
+
+def check_parameters(model: nn.Module) -> None:
+    """A ValueError unless every parameter and buffer is finite and of a sane size (|value| < 1e30: 1e300
+    is finite, but no trained model's), checked as loaded, i.e. after the cast to the model's dtype."""
+    if not all(bool((t.abs() < 1e30).all()) for t in model.state_dict().values() if t.is_floating_point()):
+        raise ValueError("it holds NaN, infinite or absurdly large parameters")
 
 
 def _check_dtype(dtype) -> torch.dtype:
@@ -160,21 +160,12 @@ class DeepGP(nn.Module):
         float32, while K(Z, Z) and its Cholesky, the importance-sampling K×K Cholesky and the
         natural-gradient algebra stay in float64 (where float32 loses accuracy or definiteness).
         """
-        dtype = _check_dtype(dtype)
-        device = check_device(device)
-        tokens = parse_spec(spec)
-        num_inducing = check_positive_int("num_inducing", num_inducing)
-        hidden_dim = check_positive_int("hidden_dim", hidden_dim)
-        latent_dim = check_positive_int("latent_dim", latent_dim)
-        seed = None if seed is None else check_positive_int("seed", seed, minimum=0)
-        if not isinstance(kernel, str):
-            raise ValueError(f"kernel must be a name such as 'rbf' or 'matern52', got {kernel!r}")
-        kernel = kernel.lower()  # the saved config and a checkpoint's fingerprint see one spelling
-        likelihood_variance = check_positive_float("likelihood_variance", likelihood_variance, above=FLOOR)
-        inner_q_sqrt = check_positive_float("inner_q_sqrt", inner_q_sqrt)
-        if not isinstance(encoder_hidden, (tuple, list)):
-            raise ValueError(f"encoder_hidden must be a sequence of layer widths, got {encoder_hidden!r}")
-        encoder_hidden = tuple(check_positive_int("encoder_hidden", w) for w in encoder_hidden)
+        cfg = ModelConfig(  # checks and normalises every setting (e.g. the kernel's name to lower case)
+            model=spec, num_inducing=num_inducing, hidden_dim=hidden_dim, latent_dim=latent_dim, kernel=kernel,
+            likelihood_variance=likelihood_variance, inner_q_sqrt=inner_q_sqrt,
+            train_inner_kernel_variance=train_inner_kernel_variance, encoder_hidden=encoder_hidden, dtype=dtype)
+        dtype, device, seed = _check_dtype(cfg.dtype), check_device(device), check_seed(seed)
+        tokens, kernel, encoder_hidden = parse_spec(cfg.model), cfg.kernel, cfg.encoder_hidden
         X, Y = as_xy(X, Y, min_rows=2)
         check_magnitude(X, Y, dtype)
         Xn = X.cpu().numpy()
@@ -257,8 +248,10 @@ class DeepGP(nn.Module):
         except (ValueError, TypeError, RuntimeError) as err:
             raise ValueError(f"{path} is damaged: its parameters do not fit its architecture "
                              f"({' '.join(str(err).split())[:300]})") from None
-        if not all(bool(torch.isfinite(t).all()) for t in state.values() if t.is_floating_point()):
-            raise ValueError(f"{path} is damaged: it holds NaN or infinite parameters")
+        try:
+            check_parameters(model)
+        except ValueError as err:
+            raise ValueError(f"{path} is damaged: {err}") from None
         model.num_data = num_data
         return model.to(device) if device is not None else model
 
@@ -372,7 +365,7 @@ class DeepGP(nn.Module):
     def sample_predictive(self, X, num_samples: int = 1000, seed: int | None = None) -> np.ndarray:
         """Draws of y at X [N, D] with w from the prior: numpy [S, N, D_y]."""
         X, _ = self._data(X)
-        return prediction.sample_predictive(self, X, check_positive_int("num_samples", num_samples), seed)
+        return prediction.sample_predictive(self, X, check_positive_int("num_samples", num_samples), check_seed(seed))
 
     def predictive_log_density(
         self, X, Y, num_samples: int = 2000, estimator: str = "mixture", seed: int | None = None
@@ -380,5 +373,5 @@ class DeepGP(nn.Module):
         """log p(y_n | x_n) per test point, numpy [N]; see :func:`deepgp.prediction.predictive_log_density`."""
         X, Y = self._data(X, Y)
         return prediction.predictive_log_density(
-            self, X, Y, check_positive_int("num_samples", num_samples), estimator, seed
+            self, X, Y, check_positive_int("num_samples", num_samples), estimator, check_seed(seed)
         )

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-INNER_SAMPLING = ("joint", "independent")
+from .config import INNER_SAMPLING
 
 
 def elbo_vi(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 1) -> torch.Tensor:

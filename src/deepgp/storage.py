@@ -122,27 +122,47 @@ def unpack(obj, tensors: dict[str, torch.Tensor]):
 
 # -- reading and writing ---------------------------------------------------------------------------
 def check_writable(path, what: str = "the file") -> Path:
-    """``path`` as a Path, or a ValueError if a file cannot be written there (call before long work)."""
+    """``path`` as a Path, or a ValueError if a file cannot be written there (call before long work).
+
+    Only a regular file is ever replaced (never a device, a pipe or a folder), and the folder must
+    take a new file: one is created and removed to find out, as :func:`write_bytes` will need it.
+    """
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise ValueError(f"{what}: expected a file name, got {path!r}")
     path = Path(path)
+    real = Path(os.path.realpath(path))
     if path.is_dir():
         raise ValueError(f"cannot write {what} to {path}: it is a folder; give a file name")
-    folder = path.parent
+    if real.exists() and not real.is_file():
+        raise ValueError(f"cannot write {what} to {path}: it is not a regular file (a device or a pipe?)")
+    folder = real.parent
     if not folder.is_dir():
-        raise ValueError(f"cannot write {what} to {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write {what} to {path}: no permission to create files in {folder}")
+        raise ValueError(f"cannot write {what} to {path}: the folder {path.parent} does not exist")
+    probe = _temporary(real)
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as err:
+        raise ValueError(f"cannot write {what} to {path}: {err.strerror or err} in {folder}") from None
+    probe.unlink(missing_ok=True)
     return path
+
+
+def _temporary(path: Path) -> Path:
+    """A fresh name beside ``path`` for the file that will replace it."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
 def write_bytes(path, data: bytes) -> None:
     """Replace ``path`` by ``data`` atomically: written beside it, flushed to disk, then renamed over
     it (and the folder flushed). A symbolic link keeps pointing at its file, which is the one
     replaced; a replaced file keeps its permissions; a read-only file is refused."""
-    path = Path(os.path.realpath(path))
+    given, path = path, Path(os.path.realpath(path))
     old = path.stat() if path.exists() else None
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        raise ValueError(f"{given} is not a regular file (a device or a pipe?); not replaced")
     if old is not None and not os.access(path, os.W_OK):
-        raise PermissionError(f"{path} is read-only; not replaced")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        raise PermissionError(f"{given} is read-only; not replaced")
+    tmp = _temporary(path)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 & ~umask, as open() would
         with os.fdopen(fd, "wb") as f:
@@ -152,6 +172,9 @@ def write_bytes(path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:  # named: "No space left on device: model.safetensors", not the temporary
+        tmp.unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror or str(err), str(given)) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -192,6 +215,10 @@ def read(path, kind: str, trust: bool = False):
     """
     from safetensors import SafetensorError, safe_open
 
+    if trust is not True and trust is not False:  # "False" or 0 must never open the pickle door
+        raise ValueError(f"trust must be True or False, got {trust!r}")
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise ValueError(f"expected a file name, got {path!r}")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")

@@ -19,10 +19,11 @@ import torch
 from tqdm.auto import tqdm
 
 from . import storage
+from .config import TrainConfig
 from .linalg import seeded
+from .model import check_parameters
 from .natgrad import NaturalGradientError, natgrad_step_q
-from .objectives import check_inner_sampling
-from .validation import as_xy, check_magnitude, check_positive_float, check_positive_int
+from .validation import as_xy, check_magnitude, check_positive_int
 
 # this many natural-gradient steps skipped in a row (no step size down to γ/64 kept q(v) valid) stop
 # the run: the final layer has stopped learning, and a longer run would only hide it
@@ -107,21 +108,10 @@ def fit(
     warning with their count, or a :class:`~deepgp.natgrad.NaturalGradientError` after
     ``MAX_SKIPPED_IN_A_ROW`` in a row (the step ``gamma`` is too large).
     """
-    if method not in ("vi", "iw"):
-        raise ValueError(f"method must be 'vi' or 'iw', got {method!r}")
-    check_inner_sampling(inner_sampling)  # here too: "vi" never reaches elbo_iw's check
-    iterations = check_positive_int("iterations", iterations, minimum=0)
-    batch_size = check_positive_int("batch_size", batch_size)
-    num_samples = check_positive_int("num_samples", num_samples)
-    seed = None if seed is None else check_positive_int("seed", seed, minimum=0)
-    lr = check_positive_float("lr", lr)
-    gamma = check_positive_float("gamma", gamma)
-    if gamma > 1:
-        raise ValueError(f"gamma must be in (0, 1] (1 is the full natural-gradient step), got {gamma!r}")
-    decay = check_positive_float("decay", decay)
-    if decay > 1:
-        raise ValueError(f"decay must be in (0, 1] (the factor applied every decay_every iterations), got {decay!r}")
-    decay_every = check_positive_int("decay_every", decay_every)
+    cfg = TrainConfig(  # checks every setting (a ValueError naming it)
+        method=method, num_samples=num_samples, inner_sampling=inner_sampling, iterations=iterations,
+        batch_size=batch_size, lr=lr, gamma=gamma, decay=decay, decay_every=decay_every, natgrad=natgrad, seed=seed)
+    method, inner_sampling, lr, gamma, decay = cfg.method, cfg.inner_sampling, float(lr), float(gamma), float(decay)
     checkpoint_every = check_positive_int("checkpoint_every", checkpoint_every)
     if checkpoint is not None:
         storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
@@ -145,19 +135,21 @@ def fit(
             state = storage.read(checkpoint, storage.CHECKPOINT)
             _check_fingerprint(storage.field(state, "fingerprint", dict, checkpoint), fingerprint, checkpoint)
             try:
+                _check_state(state, adam, schedule, X.shape[0])
                 # on the CPU first: a checkpoint written on a GPU resumes on the CPU and vice versa
                 # (load_state_dict copies onto the model's and optimiser's own devices)
                 model.load_state_dict(state["model"])
+                check_parameters(model)
                 adam.load_state_dict(state["adam"])
                 schedule.load_state_dict(state["schedule"])
-                history, start = state["history"].tolist(), int(state["iteration"])
-                batches.buffer = state["batches"].long()
+                history, start = state["history"].tolist(), state["iteration"]
+                batches.buffer = state["batches"]
                 torch.set_rng_state(state["rng"])
                 if "rng_cuda" in state and model.device.type == "cuda":
                     torch.cuda.set_rng_state(state["rng_cuda"], model.device)
-            except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
-                raise ValueError(f"checkpoint {checkpoint} is damaged ({type(err).__name__}: {err}); "
-                                 "delete it to train from the start") from None
+            except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as err:
+                raise ValueError(f"checkpoint {checkpoint} is damaged ({type(err).__name__}: "
+                                 f"{' '.join(str(err).split())[:200]}); delete it to train from the start") from None
 
         def cuda_rng() -> dict:
             # on a GPU the Monte-Carlo draws come from the device's generator: resume it too
@@ -214,6 +206,58 @@ def fit(
                       f"iterations (gamma={gamma}: the new q(v) was not positive definite even at gamma/64); "
                       "a smaller gamma avoids that", RuntimeWarning, stacklevel=2)
     return np.asarray(history)
+
+
+def _check_state(state: dict, adam, schedule, n: int) -> None:
+    """A checkpoint's training state, refused (ValueError) unless it is what this run could have
+    written: the optimiser's and the schedule's settings as this run's, every Adam buffer of its
+    parameter's shape and dtype, a history as long as the iteration count, minibatch indices in
+    range. (A fused Adam step trusts its buffers' shapes: a wrong one would write out of bounds.)"""
+    def fail(what):
+        raise ValueError(what)
+
+    iteration = state["iteration"]
+    if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
+        fail(f"iteration {iteration!r}")
+    history = state["history"]
+    if not (isinstance(history, torch.Tensor) and history.dtype == torch.float64 and history.shape == (iteration,)
+            and bool(torch.isfinite(history).all())):
+        fail("its history is not one finite bound per iteration")
+    batches = state["batches"]
+    if not (isinstance(batches, torch.Tensor) and batches.dtype == torch.long and batches.dim() == 1
+            and batches.numel() <= n and bool(((batches >= 0) & (batches < n)).all())):
+        fail(f"its minibatch indices are not indices of {n} points")
+    rng = state["rng"]
+    if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8 and rng.shape == torch.get_rng_state().shape):
+        fail("its random state is not a CPU generator's")
+    fresh, saved = adam.state_dict(), state["adam"]
+    groups = saved["param_groups"]
+    if len(groups) != len(fresh["param_groups"]):
+        fail("its optimiser has other parameter groups")
+    for new, old in zip(fresh["param_groups"], groups):
+        if {k: v for k, v in old.items() if k != "lr"} != {k: v for k, v in new.items() if k != "lr"}:
+            fail("its optimiser's settings are not this run's")
+        if not (isinstance(old["lr"], float) and 0 < old["lr"] <= new["initial_lr"]):
+            fail(f"its learning rate {old['lr']!r}")
+    params = [p for group in adam.param_groups for p in group["params"]]
+    for index, buffers in saved["state"].items():
+        if not (isinstance(index, int) and 0 <= index < len(params)):
+            fail(f"the optimiser state of a parameter {index!r} this model does not have")
+        p = params[index]
+        step = buffers["step"]
+        if set(buffers) != {"step", "exp_avg", "exp_avg_sq"} or not (
+                isinstance(step, torch.Tensor) and step.numel() == 1 and 0 <= float(step) <= iteration):
+            fail(f"the optimiser state of parameter {index}")
+        for name in ("exp_avg", "exp_avg_sq"):
+            t = buffers[name]
+            if not (isinstance(t, torch.Tensor) and t.shape == p.shape and t.dtype == p.dtype
+                    and bool(torch.isfinite(t).all())):
+                fail(f"the optimiser buffer {name} of parameter {index} does not fit it")
+    sched, own = state["schedule"], schedule.state_dict()
+    if set(sched) != set(own) or any(sched[k] != own[k] for k in ("step_size", "gamma", "base_lrs")):
+        fail("its learning-rate schedule is not this run's")
+    if sched["last_epoch"] != iteration or sched["_last_lr"] != [g["lr"] for g in groups]:
+        fail("its learning-rate schedule does not match its iteration")
 
 
 def _fingerprint(model, X: torch.Tensor, Y: torch.Tensor, settings: dict) -> dict:

@@ -14,8 +14,12 @@ def as_matrix(name: str, value, dtype=torch.float64, device=None, allow_vector: 
     """
     if value is None:
         raise ValueError(f"{name} is None; expected a 2-D array")
+    if hasattr(value, "toarray") and hasattr(value, "nnz"):  # a scipy.sparse matrix
+        raise ValueError(f"{name} is a sparse matrix; pass a dense array ({name}.toarray())")
     if isinstance(value, torch.Tensor):
         t = value.detach()
+        if t.layout != torch.strided or t.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"{name} must be a dense tensor on the CPU or a GPU, got {t.layout} on {t.device}")
         if t.dtype.is_complex or t.dtype == torch.bool:
             raise ValueError(f"{name} must be real numbers, got dtype {t.dtype}")
     else:
@@ -86,10 +90,21 @@ def check_dims(X, Y=None, input_dim=None, output_dim=None):
         raise ValueError(f"Y has {Y.shape[1]} columns but the model was built for {output_dim} outputs")
 
 
-def check_positive_int(name: str, value, minimum: int = 1) -> int:
+def check_positive_int(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` as an int if it is an integer in [minimum, maximum]; a ValueError naming ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an integer <= {maximum}, got {value!r}")
     return int(value)
+
+
+MAX_SEED = 2**63 - 1  # torch.manual_seed's range
+
+
+def check_seed(seed) -> int | None:
+    """A seed: None (unseeded) or an integer in [0, 2**63 − 1]."""
+    return None if seed is None else check_positive_int("seed", seed, minimum=0, maximum=MAX_SEED)
 
 
 def check_positive_float(name: str, value, above: float = 0.0) -> float:
@@ -109,6 +124,8 @@ def check_device(device) -> torch.device | None:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', got {device!r}") from err
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or a CUDA device such as 'cuda' or 'cuda:1', got {device!r}")
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             why = "this torch is a CPU-only build" if torch.version.cuda is None else "no GPU is visible"

@@ -11,7 +11,7 @@ from ..objectives import INNER_SAMPLING
 
 
 def register(sub) -> None:
-    from .runner import DATASETS
+    from .runner import DATASETS, METRICS
 
     p = sub.add_parser(
         "benchmark",
@@ -56,7 +56,8 @@ def register(sub) -> None:
     r = sub.add_parser("report", help="Markdown table of a results CSV beside the paper's Table 1")
     r.add_argument("results", help="results CSV written by `deepgp benchmark`")
     r.add_argument("--paper", default=None, help="the paper's table, e.g. shared/paper/table1_test_loglik.csv")
-    r.add_argument("--metric", default="test_loglik_kde", help="column to compare (default: the paper's KDE protocol)")
+    r.add_argument("--metric", default="test_loglik_kde", choices=METRICS,
+                   help="column to compare (default: the paper's KDE protocol)")
     r.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
     r.set_defaults(func=_report)
 

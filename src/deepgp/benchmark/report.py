@@ -26,18 +26,28 @@ BASELINE = ("GP", "vi", "")
 def read_paper(path) -> dict[tuple[str, str, str], tuple[float, float]]:
     """The paper's table (e.g. table1_test_loglik.csv): (dataset, model, method) → (mean, s.e.)."""
     out = {}
-    with open(path, newline="") as f:
-        for rec in csv.DictReader(f):
-            for col, value in rec.items():
-                if col.endswith("_se") or "_" not in col or not value:
-                    continue
-                model, _, method = col.rpartition("_")
-                lower = {v: k for k, v in _PAPER_METHOD.items()}.get(method)
-                if lower is None:
-                    continue
-                se = rec.get(col + "_se") or "nan"
-                out[(rec["dataset"], model, lower)] = (float(value), float(se))
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        if "dataset" not in (reader.fieldnames or []):
+            raise ValueError(f"--paper {path} is not a table of the paper: it has no 'dataset' column")
+        try:
+            for rec in reader:
+                for col, value in rec.items():
+                    if col is None or col.endswith("_se") or "_" not in col or not value:
+                        continue
+                    model, _, method = col.rpartition("_")
+                    lower = {v: k for k, v in _PAPER_METHOD.items()}.get(method)
+                    if lower is None:
+                        continue
+                    se = rec.get(col + "_se") or "nan"
+                    out[(rec["dataset"], model, lower)] = (float(value), float(se))
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"--paper {path}, line {reader.line_num}: {err}") from None
     return out
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.2f}" if math.isfinite(value) else "–"
 
 
 def _label(model: str, method: str, extra: str = "") -> str:
@@ -163,10 +173,10 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     lines += ["", f"## Summary over the {len(complete)} datasets with every model done", "",
               "| | " + " | ".join(_label(*c) for c in configs) + " |",
               "| --- |" + " ---: |" * len(configs)]
-    lines.append("| median difference from GP (VI), ours | " + " | ".join(f"{med[c]:+.2f}" for c in configs) + " |")
+    lines.append("| median difference from GP (VI), ours | " + " | ".join(_signed(med[c]) for c in configs) + " |")
     if paper_table:
         lines.append("| median difference from GP (VI), paper | "
-                     + " | ".join(f"{paper_med[c]:+.2f}" for c in configs) + " |")
+                     + " | ".join(_signed(paper_med[c]) for c in configs) + " |")
     lines.append("| average rank, ours | " + " | ".join(_fmt(*ranks[c]) if c in ranks else "–" for c in configs) + " |")
     if paper_table:
         lines.append("| average rank, paper (its means) | "

@@ -66,6 +66,8 @@ COLUMNS = KEY + METRICS + ("num_samples", "n_train", "n_test", "seconds", "deepg
 _INTS = ("split", "seed", "iterations", "num_inducing", "test_limit", "num_samples", "n_train", "n_test")
 
 
+MAX_SPLIT = 2**32 - 1  # numpy's RandomState seeds
+
 # -- configurations ------------------------------------------------------------------------------
 def parse_splits(text: str) -> list[int]:
     """"0-4" → [0, 1, 2, 3, 4]; "0,2" → [0, 2]; "3" → [3]. Anything else is a ValueError naming the text."""
@@ -79,12 +81,13 @@ def parse_splits(text: str) -> list[int]:
             continue  # "0,2," : an empty part adds nothing
         lo = int(match[1])
         hi = lo if match[2] is None else int(match[2])
-        if hi < lo:
+        if hi < lo or hi > MAX_SPLIT or len(out) + hi - lo >= 100_000:  # (a split seeds a RandomState)
             out = []
             break
         out.extend(range(lo, hi + 1))
     if not out:
-        raise ValueError(f"splits must be non-negative integers like '0-4' or '0,2', got {text!r}")
+        raise ValueError(f"splits must be integers in [0, {MAX_SPLIT}] like '0-4' or '0,2' (at most 100000 of "
+                         f"them), got {text!r}")
     return sorted(set(out))
 
 
@@ -134,7 +137,7 @@ def make_configs(
     check_inner_sampling(inner_sampling)
     _check_dtype(dtype)
     # checked once here, not as one failed row per configuration
-    splits = [check_positive_int("splits", s, minimum=0) for s in splits]
+    splits = [check_positive_int("splits", s, minimum=0, maximum=MAX_SPLIT) for s in splits]
     iterations = check_positive_int("iterations", iterations, minimum=0)
     num_inducing = check_positive_int("num_inducing", num_inducing)
     test_limit = check_positive_int("test_limit", test_limit)
@@ -257,6 +260,8 @@ def _parse_row(header: list[str], line: bytes) -> dict | None:
     if values is None or len(values) != len(header):
         return None
     row = dict(zip(header, values))
+    if row.get("method") not in ("vi", "iw"):
+        return None
     for k, default in ADDED.items():
         row.setdefault(k, default(row))
     try:
@@ -506,7 +511,9 @@ def run_benchmark(
             if err is not None:
                 failed += 1
                 log(f"{prefix} FAILED {_describe(config)}: {type(err).__name__}: {' '.join(str(err).split())}")
-                if os.environ.get("DEEPGP_DEBUG", "") not in ("", "0"):  # set by the CLI's --debug too
+                from ..cli import debugging
+
+                if debugging():
                     traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
                 return
             _atomic_append(results, format_row(row))

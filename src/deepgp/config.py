@@ -1,0 +1,126 @@
+"""Every setting of a deep GP and of its training, declared once, each with its meaning.
+
+:class:`ModelConfig` is the architecture and its initial values (what :meth:`DeepGP.from_spec`
+builds), :class:`TrainConfig` how it is trained (what :func:`deepgp.fit` does). Both check their
+values when they are made: a bad value is a ``ValueError`` that names the setting. The help of a
+field is its ``metadata["help"]`` (and, for the command line, ``metadata["choices"]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from .validation import check_positive_float, check_positive_int, check_seed
+
+MODEL_TOKENS = ("GP", "LV")
+KERNEL_NAMES = ("rbf", "matern52")
+DTYPE_NAMES = ("float64", "float32")
+METHODS = ("vi", "iw")
+INNER_SAMPLING = ("joint", "independent")
+NOISE_FLOOR = 1e-6  # (params.FLOOR: a noise variance must exceed it)
+
+
+def setting(default, help: str, **cli):
+    """A dataclass field with its help text (and options for its command-line flag: ``choices``, ``type``)."""
+    if isinstance(default, (list, dict)):
+        raise TypeError("mutable defaults are not settings")
+    return field(default=default, metadata={"help": help, **cli})
+
+
+def parse_spec(spec: str) -> list[str]:
+    """``"LV-GP-GP"`` → ``["LV", "GP", "GP"]``; any sequence of GP/LV tokens ending in GP."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"model spec must be a non-empty string like 'LV-GP-GP', got {spec!r}")
+    tokens = [t.strip().upper() for t in spec.strip().split("-")]
+    unknown = [t for t in tokens if t not in MODEL_TOKENS]
+    if unknown:
+        raise ValueError(f"unknown token(s) {unknown} in model spec {spec!r}; allowed tokens are 'GP' and 'LV'")
+    if tokens[-1] != "GP":
+        raise ValueError(f"model spec {spec!r} must end in 'GP' (the final layer is always a GP layer)")
+    return tokens
+
+
+def _choice(name: str, value, choices) -> str:
+    if not isinstance(value, str) or value.lower() not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value.lower()
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The architecture of a deep GP with latent variables, and its initial values."""
+
+    model: str = setting("LV-GP-GP", "the layers in the paper's notation: GP and LV joined by '-', ending in GP "
+                                     "(GP, GP-GP, LV-GP, LV-GP-GP, GP-LV-GP, ...)")
+    num_inducing: int = setting(128, "M, inducing points per GP layer (at most the number of distinct inputs)")
+    hidden_dim: int = setting(5, "GPs in each inner GP layer (their outputs map back to the data's dimension)")
+    latent_dim: int = setting(1, "dimension of the latent variable w_n of each LV layer")
+    kernel: str = setting("rbf", "the GP layers' kernel", choices=KERNEL_NAMES)
+    likelihood_variance: float = setting(0.01, "initial noise variance σ² of the Gaussian likelihood")
+    inner_q_sqrt: float = setting(1e-5, "initial scale of the inner layers' q(v) = N(0, s² I)")
+    train_inner_kernel_variance: bool = setting(False, "train the inner layers' kernel variances (fixed at 1 "
+                                                       "in the paper)")
+    encoder_hidden: tuple[int, ...] = setting((20, 20), "hidden widths of each LV layer's encoder of q(w_n)")
+    dtype: str = setting("float64", "float32 is the opt-in fast mode: K(Z, Z) and the natural-gradient algebra "
+                                    "stay float64", choices=DTYPE_NAMES)
+
+    def __post_init__(self):
+        set_ = object.__setattr__  # (frozen: normalised values are written once, here)
+        set_(self, "model", "-".join(parse_spec(self.model)))
+        for name in ("num_inducing", "hidden_dim", "latent_dim"):
+            check_positive_int(name, getattr(self, name))
+        set_(self, "kernel", _choice("kernel", self.kernel, KERNEL_NAMES))
+        if check_positive_float("likelihood_variance", self.likelihood_variance, above=NOISE_FLOOR) > 1e30:
+            raise ValueError(f"likelihood_variance must be at most 1e30, got {self.likelihood_variance!r}")
+        check_positive_float("inner_q_sqrt", self.inner_q_sqrt)
+        if not isinstance(self.train_inner_kernel_variance, bool):
+            raise ValueError(f"train_inner_kernel_variance must be True or False, got {self.train_inner_kernel_variance!r}")
+        if not isinstance(self.encoder_hidden, (tuple, list)):
+            raise ValueError(f"encoder_hidden must be a sequence of layer widths, got {self.encoder_hidden!r}")
+        set_(self, "encoder_hidden", tuple(check_positive_int("encoder_hidden", w) for w in self.encoder_hidden))
+        if str(self.dtype).removeprefix("torch.") not in DTYPE_NAMES:
+            raise ValueError(f"dtype must be float64 (the default) or float32, got {self.dtype!r}")
+        set_(self, "dtype", str(self.dtype).removeprefix("torch."))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How a deep GP is trained: the objective, the budget and the optimisers (one fused step each iteration)."""
+
+    method: str = setting("iw", "objective: vi (doubly stochastic VI) or iw (importance-weighted, the paper's "
+                                "recommendation for LV models)", choices=METHODS)
+    num_samples: int = setting(5, "K, importance samples per point for iw (Monte Carlo samples for vi)")
+    inner_sampling: str = setting("joint", "iw: one inner-layer draw shared by a point's K samples (the paper's text) "
+                                           "or one per sample (the paper's code)", choices=INNER_SAMPLING)
+    iterations: int = setting(5000, "training iterations (one minibatch each)")
+    batch_size: int = setting(512, "B, points per minibatch (all of them when N < B)")
+    lr: float = setting(0.005, "Adam's learning rate (everything but the final layer's q(v))")
+    gamma: float = setting(0.01, "natural-gradient step on the final layer's q(v), in (0, 1]")
+    decay: float = setting(0.98, "factor applied to lr and gamma every decay_every iterations, in (0, 1]")
+    decay_every: int = setting(1000, "iterations between decays (a staircase, as the paper's code)")
+    natgrad: bool = setting(True, "natural gradients on the final layer's q(v); False trains it by Adam too")
+    seed: int | None = setting(0, "seeds the initialisation, the minibatches and every Monte Carlo draw")
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        set_(self, "method", _choice("method", self.method, METHODS))
+        set_(self, "inner_sampling", _choice("inner_sampling", self.inner_sampling, INNER_SAMPLING))
+        check_positive_int("num_samples", self.num_samples)
+        check_positive_int("iterations", self.iterations, minimum=0)
+        check_positive_int("batch_size", self.batch_size)
+        check_positive_float("lr", self.lr)
+        if check_positive_float("gamma", self.gamma) > 1:
+            raise ValueError(f"gamma must be in (0, 1] (1 is the full natural-gradient step), got {self.gamma!r}")
+        if check_positive_float("decay", self.decay) > 1:
+            raise ValueError(f"decay must be in (0, 1] (the factor applied every decay_every iterations), "
+                             f"got {self.decay!r}")
+        check_positive_int("decay_every", self.decay_every)
+        if not isinstance(self.natgrad, bool):
+            raise ValueError(f"natgrad must be True or False, got {self.natgrad!r}")
+        check_seed(self.seed)
+
+
+def settings_of(config_class, values: dict) -> dict:
+    """The entries of ``values`` that are fields of ``config_class``."""
+    names = {f.name for f in fields(config_class)}
+    return {k: v for k, v in values.items() if k in names}

@@ -1,0 +1,34 @@
+"""The settings' declarations: defaults, checks that name the setting, normalised values."""
+
+import pytest
+
+from deepgp.config import ModelConfig, TrainConfig, parse_spec, settings_of
+
+
+def test_defaults_are_valid_and_values_are_normalised():
+    assert ModelConfig().model == "LV-GP-GP" and TrainConfig().method == "iw"
+    m = ModelConfig(model="lv-gp", kernel="RBF", encoder_hidden=[10, 10], dtype="torch.float32")
+    assert (m.model, m.kernel, m.encoder_hidden, m.dtype) == ("LV-GP", "rbf", (10, 10), "float32")
+    assert parse_spec(" gp - LV -GP") == ["GP", "LV", "GP"]
+    assert settings_of(TrainConfig, {"lr": 0.1, "model": "GP"}) == {"lr": 0.1}
+
+
+@pytest.mark.parametrize("config, settings, message", [
+    (ModelConfig, {"model": "GP-LV"}, "must end in 'GP'"),
+    (ModelConfig, {"num_inducing": 0}, "num_inducing must be an integer >= 1"),
+    (ModelConfig, {"kernel": "cosine"}, "kernel must be one of"),
+    (ModelConfig, {"likelihood_variance": 1e-7}, "likelihood_variance must be a finite number > 1e-06"),
+    (ModelConfig, {"likelihood_variance": 1e31}, "likelihood_variance must be at most 1e30"),
+    (ModelConfig, {"train_inner_kernel_variance": 1}, "train_inner_kernel_variance must be True or False"),
+    (ModelConfig, {"encoder_hidden": 20}, "encoder_hidden must be a sequence"),
+    (ModelConfig, {"dtype": "float16"}, "dtype must be float64 .the default. or float32"),
+    (TrainConfig, {"method": "ml"}, "method must be one of"),
+    (TrainConfig, {"gamma": 2.0}, r"gamma must be in \(0, 1\]"),
+    (TrainConfig, {"decay": 0.0}, "decay must be a finite number > 0"),
+    (TrainConfig, {"iterations": -1}, "iterations must be an integer >= 0"),
+    (TrainConfig, {"natgrad": "yes"}, "natgrad must be True or False"),
+    (TrainConfig, {"seed": 2**64}, "seed must be an integer <="),
+])
+def test_a_bad_setting_is_refused_by_name(config, settings, message):
+    with pytest.raises(ValueError, match=message):
+        config(**settings)
