@@ -5,6 +5,8 @@ The model string is the paper's notation, e.g. ``"LV-GP-GP"``; see :func:`parse_
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import scipy.cluster.vq
 import torch
@@ -56,36 +58,16 @@ def principal_directions(X: np.ndarray, num: int) -> np.ndarray:
 
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
-# a saved config's fields and their types (DeepGP.from_spec's arguments, input and output dimensions)
-CONFIG_FIELDS = {
-    "spec": str, "input_dim": int, "output_dim": int, "num_inducing": int, "hidden_dim": int, "latent_dim": int,
-    "kernel": str, "likelihood_variance": (int, float), "inner_q_sqrt": (int, float),
-    "train_inner_kernel_variance": bool, "encoder_hidden": (tuple, list), "dtype": str,
-}
-
-
-def _check_config(config: dict, state: dict, path) -> None:
-    """A saved architecture, refused by name if a field is missing, unknown or of the wrong type; its
-    sizes must fit the parameters the file holds (so a damaged file cannot ask for huge allocations)."""
-    unknown = sorted(set(config) - set(CONFIG_FIELDS))
-    if unknown:
-        raise ValueError(f"{path}: unknown config field(s) {unknown} (written by a newer deepgp?)")
-    for name, kind in CONFIG_FIELDS.items():
-        storage.field(config, name, kind, path)
-    sizes = {k: config[k] for k in ("num_inducing", "input_dim", "output_dim", "hidden_dim", "latent_dim")}
-    widths = list(config["encoder_hidden"])
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in [*sizes.values(), *widths]):
-        raise ValueError(f"{path} is damaged: its config sizes {sizes | {'encoder_hidden': widths}} are not all >= 1")
-    try:
-        tokens = parse_spec(config["spec"])
-    except ValueError as err:
-        raise ValueError(f"{path} is damaged: {err}") from None
-    # the parameters this architecture has at the least, which the file must hold: refused before
-    # anything is built, a small damaged file cannot ask for a huge allocation
-    M, D, D_y = sizes["num_inducing"], sizes["input_dim"], sizes["output_dim"]
+def _check_sizes(config: ModelConfig, input_dim: int, output_dim: int, state: dict, path) -> None:
+    """Refuse a file whose architecture needs more parameters than the file holds: the least count of
+    ``config`` (q(v) of every GP layer, Z, each encoder's weights) against the state's size, so a small
+    damaged file cannot ask for a huge allocation before anything is built."""
+    if not (input_dim >= 1 and output_dim >= 1):
+        raise ValueError(f"{path} is damaged: input_dim={input_dim}, output_dim={output_dim}")
+    tokens, M, D, D_y = parse_spec(config.model), config.num_inducing, input_dim, output_dim
     inner = sum(1 for t in tokens[:-1] if t == "GP")
-    chain = [D + D_y, *widths, 2 * sizes["latent_dim"]]
-    least = (D_y * M * M + inner * sizes["hidden_dim"] * M * M + M * D
+    chain = [D + D_y, *config.encoder_hidden, 2 * config.latent_dim]
+    least = (D_y * M * M + inner * config.hidden_dim * M * M + M * D
              + tokens.count("LV") * sum(a * b for a, b in zip(chain[:-1], chain[1:])))
     size = sum(t.numel() for t in state.values())
     if least > size:
@@ -131,75 +113,84 @@ class DeepGP(nn.Module):
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def from_spec(
-        cls,
-        spec: str,
-        X,
-        Y,
-        num_inducing: int = 128,
-        hidden_dim: int = 5,
-        latent_dim: int = 1,
-        kernel: str = "rbf",
-        likelihood_variance: float = 0.01,
-        inner_q_sqrt: float = 1e-5,
-        train_inner_kernel_variance: bool = False,
-        encoder_hidden: tuple[int, ...] = (20, 20),
-        seed: int = 0,
-        device=None,
-        dtype=torch.float64,
-    ) -> "DeepGP":
-        """Build a model from the paper's notation and initialise it from training data.
+    def from_spec(cls, spec: str, X, Y, *, seed: int | None = 0, device=None, **settings) -> "DeepGP":
+        """Build a model from the paper's notation and initialise it from training data X [N, D], Y [N, D_y].
 
-        ``spec`` is a '-'-separated sequence of ``GP`` and ``LV`` ending in ``GP``. Inner GP
-        layers have ``hidden_dim`` GPs and output D = X.shape[1] dimensions; each LV layer adds
-        ``latent_dim`` coordinates to the next layer's input. Initialisation follows the paper's
-        code (docs/paper-vs-code.md §1): k-means inducing inputs padded with N(0, 1) in latent columns,
-        lengthscales sqrt(D_in), PCA projection, inner q(v) = N(0, 1e-5² I), final q(v) = prior.
-
-        ``dtype=torch.float32`` is an opt-in fast mode: parameters, data and the batch products in
-        float32, while K(Z, Z) and its Cholesky, the importance-sampling K×K Cholesky and the
-        natural-gradient algebra stay in float64 (where float32 loses accuracy or definiteness).
+        ``spec`` is a '-'-separated sequence of ``GP`` and ``LV`` ending in ``GP``; ``settings`` are
+        any other fields of :class:`~deepgp.config.ModelConfig` (``num_inducing``, ``hidden_dim``,
+        ``kernel``, ``dtype``, ...). The same as ``from_config(ModelConfig(model=spec, **settings), X, Y)``.
         """
-        cfg = ModelConfig(  # checks and normalises every setting (e.g. the kernel's name to lower case)
-            model=spec, num_inducing=num_inducing, hidden_dim=hidden_dim, latent_dim=latent_dim, kernel=kernel,
-            likelihood_variance=likelihood_variance, inner_q_sqrt=inner_q_sqrt,
-            train_inner_kernel_variance=train_inner_kernel_variance, encoder_hidden=encoder_hidden, dtype=dtype)
-        dtype, device, seed = _check_dtype(cfg.dtype), check_device(device), check_seed(seed)
-        tokens, kernel, encoder_hidden = parse_spec(cfg.model), cfg.kernel, cfg.encoder_hidden
+        unknown = sorted(set(settings) - ({f.name for f in dataclasses.fields(ModelConfig)} - {"model"}))
+        if unknown:
+            raise ValueError(f"unknown setting(s) {unknown} for a model; the settings are ModelConfig's fields")
+        return cls.from_config(ModelConfig(model=spec, **settings), X, Y, seed=seed, device=device)
+
+    @classmethod
+    def from_config(cls, config: ModelConfig, X, Y, seed: int | None = 0, device=None) -> "DeepGP":
+        """The architecture of ``config`` (:meth:`build`), initialised from training data (:meth:`initialise`).
+
+        Initialisation follows the paper's code (docs/paper-vs-code.md §1): k-means inducing inputs
+        padded with N(0, 1) in latent columns, lengthscales sqrt(D_in), PCA projection, inner
+        q(v) = N(0, inner_q_sqrt² I), final q(v) = prior; the encoders' Glorot weights and the
+        padding are drawn under ``seed``. M is at most the number of distinct inputs.
+        """
+        if not isinstance(config, ModelConfig):
+            raise ValueError(f"config must be a ModelConfig, got {type(config).__name__}")
+        dtype, device, seed = _check_dtype(config.dtype), check_device(device), check_seed(seed)
         X, Y = as_xy(X, Y, min_rows=2)
         check_magnitude(X, Y, dtype)
         Xn = X.cpu().numpy()
-        N, D = Xn.shape
-        D_y = Y.shape[1]
         rng = np.random.default_rng(seed)
         with seeded(seed, device):
-            Z0 = initial_inducing(Xn, num_inducing, rng)
-            W = torch.from_numpy(principal_directions(Xn, hidden_dim))
-            layers, D_in = [], D
-            for i, tok in enumerate(tokens):
-                last = i == len(tokens) - 1
-                if tok == "LV":
-                    layers.append(LatentVariableLayer(D, D_y, latent_dim, hidden=tuple(encoder_hidden)))
-                    D_in += latent_dim
-                    continue
-                Z = rng.standard_normal((Z0.shape[0], D_in))
-                Z[:, : min(D_in, D)] = Z0[:, : min(D_in, D)]
-                name = "the final GP layer" if last else f"GP layer {i + 1}"
-                k = make_kernel(kernel, D_in, train_variance=last or train_inner_kernel_variance)
-                if last:
-                    layers.append(GPLayer(k, torch.from_numpy(Z), D_y, None, 1.0, name=name))
-                else:
-                    layers.append(GPLayer(k, torch.from_numpy(Z), hidden_dim, W, inner_q_sqrt, name=name))
-                    D_in = D
-            model = cls(layers, GaussianLikelihood(D_y, likelihood_variance), N, spec="-".join(tokens))
-        # everything needed to rebuild the architecture without the data (see save / load)
-        model.config = dict(
-            spec=model.spec, input_dim=D, output_dim=D_y, num_inducing=int(Z0.shape[0]), hidden_dim=hidden_dim,
-            latent_dim=latent_dim, kernel=kernel, likelihood_variance=likelihood_variance, inner_q_sqrt=inner_q_sqrt,
-            train_inner_kernel_variance=train_inner_kernel_variance, encoder_hidden=tuple(encoder_hidden),
-            dtype=str(dtype).removeprefix("torch."),
-        )
+            Z0 = initial_inducing(Xn, config.num_inducing, rng)
+            config = dataclasses.replace(config, num_inducing=int(Z0.shape[0]))
+            model = cls.build(config, Xn.shape[1], Y.shape[1], num_data=Xn.shape[0])  # draws the encoders' weights
+            model.initialise(Xn, Z0, rng)
         return model.to(device=device, dtype=dtype)
+
+    @classmethod
+    def build(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: int = 1) -> "DeepGP":
+        """The architecture of ``config`` for D = ``input_dim`` inputs and D_y = ``output_dim`` outputs,
+        with placeholder inducing inputs and projection (zeros): :meth:`initialise` or a state dict next.
+
+        Inner GP layers have ``hidden_dim`` GPs and output D dimensions through the fixed [W, I] map;
+        each LV layer adds ``latent_dim`` coordinates to the next layer's input.
+        """
+        tokens, D, D_y, M = parse_spec(config.model), int(input_dim), int(output_dim), config.num_inducing
+        layers, D_in = [], D
+        for i, tok in enumerate(tokens):
+            last = i == len(tokens) - 1
+            if tok == "LV":
+                layers.append(LatentVariableLayer(D, D_y, config.latent_dim, hidden=config.encoder_hidden))
+                D_in += config.latent_dim
+                continue
+            name = "the final GP layer" if last else f"GP layer {i + 1}"
+            k = make_kernel(config.kernel, D_in, train_variance=last or config.train_inner_kernel_variance)
+            Z = torch.zeros(M, D_in, dtype=torch.float64)
+            if last:
+                layers.append(GPLayer(k, Z, D_y, None, 1.0, name=name))
+            else:
+                W = torch.zeros(D, config.hidden_dim, dtype=torch.float64)
+                layers.append(GPLayer(k, Z, config.hidden_dim, W, config.inner_q_sqrt, name=name))
+                D_in = D
+        model = cls(layers, GaussianLikelihood(D_y, config.likelihood_variance), num_data, spec=config.model)
+        model.config = config  # everything needed to rebuild the architecture without the data (save / load)
+        return model.to(dtype=_check_dtype(config.dtype))
+
+    @torch.no_grad()
+    def initialise(self, X: np.ndarray, Z0: np.ndarray, rng: np.random.Generator) -> None:
+        """Set every GP layer's inducing inputs (``Z0`` [M, D] in the data's columns, N(0, 1) draws from
+        ``rng`` in latent ones) and the inner layers' projection W (X's principal directions)."""
+        D = X.shape[1]
+        W = torch.from_numpy(principal_directions(X, self.config.hidden_dim))
+        for layer in self.layers:
+            if not isinstance(layer, GPLayer):
+                continue
+            Z = rng.standard_normal((Z0.shape[0], layer.input_dim))
+            Z[:, : min(layer.input_dim, D)] = Z0[:, : min(layer.input_dim, D)]
+            layer.Z.copy_(torch.from_numpy(Z))
+            if layer.W is not None:
+                layer.W.copy_(W)
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path) -> None:
@@ -222,28 +213,37 @@ class DeepGP(nn.Module):
         return cls.from_tree(tree, path, device)
 
     def to_tree(self) -> dict:
-        """The saved form: {"config": architecture, "num_data": N, "state": the state dict}."""
-        if not hasattr(self, "config"):
-            raise ValueError("only models built by DeepGP.from_spec can be saved with save(); save the parameters "
-                             "with safetensors.torch.save_file(model.state_dict(), path) instead")
-        return {"config": dict(self.config), "num_data": self.num_data, "state": self.state_dict()}
+        """The saved form: {"config": the ModelConfig's fields, "input_dim": D, "output_dim": D_y,
+        "num_data": N, "state": the state dict}."""
+        if not isinstance(getattr(self, "config", None), ModelConfig):
+            raise ValueError("only models built by DeepGP.from_spec or from_config can be saved with save(); save "
+                             "the parameters with safetensors.torch.save_file(model.state_dict(), path) instead")
+        return {"config": dataclasses.asdict(self.config), "input_dim": self.input_dim, "output_dim": self.output_dim,
+                "num_data": self.num_data, "state": self.state_dict()}
 
     @classmethod
     def from_tree(cls, tree: dict, path="the file", device=None) -> "DeepGP":
         """The model saved as :meth:`to_tree`, checked field by field (``path`` names it in errors)."""
-        config = dict(storage.field(tree, "config", dict, path))
-        unknown = sorted(set(tree) - {"config", "num_data", "state"})
+        field = storage.field
+        settings = dict(field(tree, "config", dict, path))
+        unknown = sorted(set(tree) - {"config", "input_dim", "output_dim", "num_data", "state"})
+        unknown += sorted(set(settings) - {f.name for f in dataclasses.fields(ModelConfig)})
         if unknown:
             raise ValueError(f"{path}: unknown field(s) {unknown} (written by a newer deepgp?)")
-        num_data = storage.field(tree, "num_data", int, path)
-        if num_data < 1:
-            raise ValueError(f"{path} is damaged: num_data={num_data}")
-        state = storage.field(tree, "state", dict, path)
+        try:
+            config = ModelConfig(**settings)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{path} is damaged: {err}") from None
+        dims = [field(tree, k, int, path) for k in ("input_dim", "output_dim", "num_data")]
+        state = field(tree, "state", dict, path)
         if not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise ValueError(f"{path} is damaged: its state holds values that are not tensors")
-        _check_config(config, state, path)
+        _check_sizes(config, *dims[:2], state, path)
+        if dims[2] < 1:
+            raise ValueError(f"{path} is damaged: num_data={dims[2]}")
         try:
-            model = cls.build(config)
+            with seeded(0):  # (the placeholder weights' draws leave the caller's random state alone)
+                model = cls.build(config, *dims)
             model.load_state_dict(state)
         except (ValueError, TypeError, RuntimeError) as err:
             raise ValueError(f"{path} is damaged: its parameters do not fit its architecture "
@@ -252,17 +252,7 @@ class DeepGP(nn.Module):
             check_parameters(model)
         except ValueError as err:
             raise ValueError(f"{path} is damaged: {err}") from None
-        model.num_data = num_data
         return model.to(device) if device is not None else model
-
-    @classmethod
-    def build(cls, config: dict) -> "DeepGP":
-        """The architecture described by ``config`` with placeholder parameters (load state next)."""
-        cfg = dict(config)
-        D, D_y, M = cfg.pop("input_dim"), cfg.pop("output_dim"), cfg["num_inducing"]
-        g = np.random.default_rng(0)
-        # with M placeholder points, from_spec takes them as the inducing inputs: exactly M rows
-        return cls.from_spec(X=g.standard_normal((M, D)), Y=g.standard_normal((M, D_y)), **cfg)
 
     # -- bookkeeping --------------------------------------------------------------------------
     @property

@@ -302,9 +302,10 @@ def read_legacy(path) -> tuple[str, dict]:
             raise ValueError(f"{path} could not be read as a deepgp 0.1 file ({type(err).__name__}: {err})") from None
 
     def model_tree(blob) -> dict:
-        tree = {k: blob.get(k) for k in ("config", "num_data", "state")}
-        tree["config"] = {"dtype": "float64", **(tree["config"] or {})}  # files older than float32 mode
-        return tree
+        config = {"dtype": "float64", **blob["config"]}  # (files older than float32 mode lack it)
+        config["model"] = config.pop("spec")
+        dims = {k: config.pop(k) for k in ("input_dim", "output_dim")}
+        return {"config": config, **dims, "num_data": blob["num_data"], "state": blob["state"]}
 
     blob = unpickle(path)
     found = blob.get("format") if isinstance(blob, dict) else None

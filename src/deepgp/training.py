@@ -9,6 +9,7 @@ bound.)
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import warnings
@@ -267,8 +268,10 @@ def _fingerprint(model, X: torch.Tensor, Y: torch.Tensor, settings: dict) -> dic
         a = (A.detach() + 0.0).cpu().numpy()  # + 0.0: −0.0 and 0.0 are the same data
         digest.update(repr((a.shape, str(a.dtype))).encode())
         digest.update(np.ascontiguousarray(a).tobytes())
-    architecture = getattr(model, "config", None) or {
-        "spec": model.spec, "shapes": {k: list(v.shape) for k, v in model.state_dict().items()}}
+    config = getattr(model, "config", None)
+    architecture = (dict(dataclasses.asdict(config), input_dim=model.input_dim, output_dim=model.output_dim)
+                    if config is not None else
+                    {"spec": model.spec, "shapes": {k: list(v.shape) for k, v in model.state_dict().items()}})
     return {"data": digest.hexdigest(), "num_data": int(X.shape[0]), "model": architecture, "settings": settings}
 
 
