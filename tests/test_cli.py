@@ -164,3 +164,23 @@ def test_fit_float32_mode_round_trips(data, capsys):
     assert main(["evaluate", str(model), str(test), "--json"]) == 0
     scores = json.loads(capsys.readouterr().out)
     assert all(np.isfinite(v) for v in scores.values() if isinstance(v, float))
+
+
+def test_fit_has_an_option_for_every_setting_and_passes_it_on(data, tmp_path):
+    import dataclasses
+
+    from deepgp.config import ModelConfig, TrainConfig
+
+    d, train, _, _ = data
+    parser = build_parser()
+    fit_help = parser._subparsers._group_actions[0].choices["fit"].format_help()
+    for config in (ModelConfig, TrainConfig):
+        for f in dataclasses.fields(config):
+            assert "--" + f.name.replace("_", "-") in fit_help, f.name
+    out = tmp_path / "m.safetensors"
+    assert main(["fit", str(train), "--target", "y", "--model", "LV-GP", "--kernel", "matern52", "--gamma", "0.05",
+                 "--encoder-hidden", "8,8", "--no-natgrad", "--predict-samples", "77", *FAST, "--out", str(out)]) == 0
+    reg = DeepGPRegressor.load(out)
+    assert (reg.kernel, reg.gamma, reg.encoder_hidden, reg.natgrad, reg.predict_samples) == (
+        "matern52", 0.05, (8, 8), False, 77)
+    assert reg.model_.config.encoder_hidden == (8, 8)

@@ -14,7 +14,7 @@ def gp():
     x = rng.standard_normal((40, 2))
     y = np.sin(x[:, :1]) + 0.1 * rng.standard_normal((40, 1))
     model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=10)
-    deepgp.fit(model, x, y, iterations=50, progress=False)
+    deepgp.fit(model, x, y, "vi", 1, iterations=50, progress=False)
     return model, x, y
 
 

@@ -15,7 +15,7 @@ def test_lv_model_beats_gp_on_bimodal_data(fitted_lv, bimodal_data):
     gp = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=24, seed=0)
     # 3000 iterations: the noise variance starts at the paper's 0.01 and needs them to reach the
     # ~0.36 a unimodal fit wants; fewer would flatter the LV model (GP at 800 iterations: -2.98)
-    deepgp.fit(gp, x, y, method="vi", iterations=3000, seed=0, progress=False)
+    deepgp.fit(gp, x, y, method="vi", num_samples=1, iterations=3000, seed=0, progress=False)
     lp_lv = lv.predictive_log_density(xt, yt, 1000, seed=0).mean()
     lp_gp = gp.predictive_log_density(xt, yt, 1000, seed=0).mean()
     print(f"bimodal test log density: LV-GP (IW) {lp_lv:.3f}, GP {lp_gp:.3f}")
@@ -225,3 +225,20 @@ def test_a_crafted_checkpoint_is_refused_before_anything_is_loaded(tmp_path):
         with pytest.raises(ValueError, match=f"checkpoint .* is damaged .*{message}"):
             deepgp.fit(deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8), x, y, iterations=12, batch_size=16,
                        progress=False, checkpoint=ckpt)
+
+
+def test_settings_come_from_one_config_with_keywords_on_top():
+    from deepgp.config import TrainConfig
+
+    x, y = small_problem()
+    runs = []
+    for call in (dict(config=TrainConfig(method="vi", num_samples=2, iterations=4, batch_size=16, lr=0.01)),
+                 dict(method="vi", num_samples=2, iterations=4, batch_size=16, lr=0.01),
+                 dict(config=TrainConfig(method="iw", iterations=4, batch_size=16), method="vi", num_samples=2,
+                      lr=0.01)):
+        model = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
+        runs.append(deepgp.fit(model, x, y, progress=False, **call))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    np.testing.assert_array_equal(runs[0], runs[2])
+    with pytest.raises(ValueError, match=r"unknown training setting\(s\) \['learning_rate'\]"):
+        deepgp.fit(model, x, y, learning_rate=0.1, progress=False)

@@ -82,6 +82,43 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_settings(parser: argparse.ArgumentParser, config_class, skip=()) -> None:
+    """One ``--option`` per field of a settings dataclass (:mod:`deepgp.config`) but ``skip``: its help,
+    choices and default from the field's declaration, its type from the annotation (integers and
+    floats checked here, bools as ``--flag / --no-flag``, tuples comma-separated); every value is
+    checked again, with the field's own rules, when the config is made."""
+    import dataclasses
+
+    for f in dataclasses.fields(config_class):
+        if f.name in skip:
+            continue
+        kwargs = dict(default=f.default, help=f.metadata["help"], dest=f.name)
+        if f.type == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif "choices" in f.metadata:
+            kwargs["choices"] = f.metadata["choices"]
+        elif f.name == "seed":
+            kwargs["type"] = seed
+        elif f.type == "int":
+            kwargs["type"] = count if f.name == "iterations" else positive_int
+        elif f.type == "float":
+            kwargs["type"] = positive_float
+        elif f.type.startswith("tuple"):
+            kwargs.update(type=_widths, default=",".join(map(str, f.default)), metavar="W1,W2,...")
+        parser.add_argument("--" + f.name.replace("_", "-"), **kwargs)
+
+
+def _widths(text: str) -> tuple[int, ...]:
+    """Comma-separated integers >= 1."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers >= 1, got {text!r}")
+    return values
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line (``deepgp fit: error: argument --lr: ...``) and exit 2
     instead of the usage block; sub-parsers inherit the class."""

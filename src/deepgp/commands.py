@@ -20,9 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import at_least, count, positive_float, positive_int, seed
-from .model import DTYPES
-from .objectives import INNER_SAMPLING
+from .cli import add_settings, at_least, count, positive_int, seed
+from .config import ModelConfig, TrainConfig, settings_of
 from .storage import check_writable, write_bytes
 
 MISSING = {"", "na", "nan", "-nan", "+nan", "n/a", "null", "none", "?"}
@@ -212,21 +211,10 @@ def register(sub) -> None:
     p.add_argument("data", help="training data, .csv or .csv.gz with a header row")
     p.add_argument("--target", required=True, help="name of the column to predict")
     p.add_argument("--inputs", default=None, help="comma-separated input columns (default: every other numeric column)")
-    p.add_argument("--model", default="LV-GP-GP", help="architecture: GP, GP-GP, LV-GP, LV-GP-GP, GP-LV-GP, ...")
-    p.add_argument("--method", default="iw", choices=["vi", "iw"], help="variational (vi) or importance-weighted (iw)")
-    p.add_argument("--num-samples", type=positive_int, default=5, help="importance samples K per point")
-    p.add_argument("--inner-sampling", default="joint", choices=INNER_SAMPLING,
-                   help="iw: one inner-layer draw shared by a point's K samples (the paper's text) "
-                        "or one per sample (the paper's code)")
-    p.add_argument("--num-inducing", type=positive_int, default=128, help="inducing points per GP layer")
-    p.add_argument("--hidden-dim", type=positive_int, default=5, help="GPs in each inner layer")
-    p.add_argument("--latent-dim", type=positive_int, default=1, help="dimension of each latent variable")
-    p.add_argument("--iterations", type=count, default=5000)
-    p.add_argument("--batch-size", type=positive_int, default=512)
-    p.add_argument("--lr", type=positive_float, default=0.005, help="Adam learning rate")
-    p.add_argument("--seed", type=seed, default=0)
-    p.add_argument("--dtype", default="float64", choices=tuple(DTYPES),
-                   help="float32: the opt-in fast mode (≈1.7× faster on CPU; K(Z, Z) factorised in float64)")
+    add_settings(p, ModelConfig)  # --model, --num-inducing, --kernel, ...: one option per setting
+    add_settings(p, TrainConfig)
+    p.add_argument("--predict-samples", type=positive_int, default=None,
+                   help="Monte Carlo draws per point that the saved model predicts with (default: DeepGPRegressor's)")
     p.add_argument("--device", default=None, help="torch device to train on, e.g. cuda (default: the CPU)")
     p.add_argument("--out", default="model.safetensors", help="model file to write (checked before training)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -307,17 +295,15 @@ def _fit(args) -> int:
     columns = read_csv(args.data)
     inputs = choose_inputs(columns, args.target, _names(args.inputs))
     X, y = select(columns, inputs), select(columns, [args.target])[:, 0]
-    reg = DeepGPRegressor(
-        model=args.model, method=args.method, num_samples=args.num_samples,
-        inner_sampling=args.inner_sampling, num_inducing=args.num_inducing,
-        hidden_dim=args.hidden_dim, latent_dim=args.latent_dim, iterations=args.iterations,
-        batch_size=args.batch_size, lr=args.lr, seed=args.seed, progress=not args.no_progress, dtype=args.dtype,
-        device=args.device,
-    )
+    settings = {**settings_of(ModelConfig, vars(args)), **settings_of(TrainConfig, vars(args)), "device": args.device}
+    if args.predict_samples is not None:
+        settings["predict_samples"] = args.predict_samples
+    reg = DeepGPRegressor(**settings, progress=not args.no_progress)
     reg.fit(X, y)
     reg.columns_ = {"inputs": inputs, "target": args.target}
     reg.save(args.out)
-    bound = f"final bound {reg.history_[-1] / len(y):.4f} per point" if len(reg.history_) else "not trained (0 iterations)"
+    bound = (f"final bound {reg.history_[-1] / len(y):.4f} per point" if len(reg.history_)
+             else "not trained (0 iterations)")
     print(f"fitted {reg.model} ({args.method}) on {len(y)} rows, inputs {inputs} -> target {args.target!r}; "
           f"{bound}; saved {args.out}")
     return 0

@@ -8,9 +8,10 @@ saved and reloaded estimator gives the same numbers.
 
 from __future__ import annotations
 
+import inspect
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -58,67 +59,41 @@ class Standardizer:
         return float(np.log(self.std).sum())
 
 
+# the estimator's own settings, beside every field of ModelConfig and TrainConfig
+OWN_SETTINGS = (
+    ("predict_samples", 1000, "S, Monte Carlo draws per test point for predictions and scores"),
+    ("device", None, "a torch device for the model, e.g. 'cuda' (None: the CPU)"),
+    ("progress", True, "show a progress bar while fitting"),
+)
+
+
+def _settings() -> list[tuple[str, object, str]]:
+    """(name, default, help) of every parameter: ModelConfig's fields, TrainConfig's, then the estimator's own."""
+    out = [(f.name, f.default, f.metadata["help"]) for config in (ModelConfig, TrainConfig) for f in fields(config)]
+    return out + list(OWN_SETTINGS)
+
+
 class DeepGPRegressor(RegressorMixin, BaseEstimator):
     """A deep GP regressor with scikit-learn conventions.
 
-    Args:
-        model: the architecture in the paper's notation ("GP", "GP-GP", "LV-GP", "LV-GP-GP", ...).
-        method: "vi" or "iw" (importance-weighted, the paper's recommendation for LV models).
-        num_samples: K, importance samples per point for "iw" (samples for "vi").
-        inner_sampling: for "iw", "joint" (one inner-layer function draw shared by a point's K
-            samples, the paper's text) or "independent" (a draw per sample, the paper's code).
-        num_inducing, hidden_dim, latent_dim, kernel, likelihood_variance: as
-            :meth:`DeepGP.from_spec`.
-        iterations, batch_size, lr, gamma: as :func:`deepgp.fit` (gamma: the natural-gradient step).
-        predict_samples: S, Monte Carlo draws per test point for predictions and scores.
-        seed: seeds the initialisation, training and every prediction.
-        device: a torch device for the model (None: CPU).
-        dtype: "float64" (default) or "float32", the opt-in fast mode (see :meth:`DeepGP.from_spec`).
-        progress: show a progress bar while fitting.
+    Its parameters are the model's and the training's settings, declared once in
+    :class:`~deepgp.config.ModelConfig` and :class:`~deepgp.config.TrainConfig` (with their
+    defaults: an LV-GP-GP trained by importance-weighted VI), plus ``predict_samples``, ``device``
+    and ``progress``; the full list is below. ``model`` may also come first, positionally:
+    ``DeepGPRegressor("LV-GP", iterations=2000)``. ``seed`` seeds the initialisation, the training
+    and every prediction.
 
     ``score`` is the mean log predictive density per point in the units of y (not R²): it is
     the quantity the paper reports, and the one that rewards a good conditional density.
     """
 
-    def __init__(
-        self,
-        model: str = "LV-GP-GP",
-        method: str = "iw",
-        num_samples: int = 5,
-        inner_sampling: str = "joint",
-        num_inducing: int = 128,
-        hidden_dim: int = 5,
-        latent_dim: int = 1,
-        kernel: str = "rbf",
-        likelihood_variance: float = 0.01,
-        iterations: int = 5000,
-        batch_size: int = 512,
-        lr: float = 0.005,
-        gamma: float = 0.01,
-        predict_samples: int = 1000,
-        seed: int = 0,
-        device=None,
-        dtype: str = "float64",
-        progress: bool = True,
-    ):
-        self.model = model
-        self.method = method
-        self.num_samples = num_samples
-        self.inner_sampling = inner_sampling
-        self.num_inducing = num_inducing
-        self.hidden_dim = hidden_dim
-        self.latent_dim = latent_dim
-        self.kernel = kernel
-        self.likelihood_variance = likelihood_variance
-        self.iterations = iterations
-        self.batch_size = batch_size
-        self.lr = lr
-        self.gamma = gamma
-        self.predict_samples = predict_samples
-        self.seed = seed
-        self.device = device
-        self.dtype = dtype
-        self.progress = progress
+    def __init__(self, *args, **kwargs):
+        # the signature is generated from the settings' declarations (set below, after the class):
+        # scikit-learn reads it for get_params / clone, and an unknown name is a TypeError as usual
+        bound = inspect.signature(type(self).__init__).bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for name, value in list(bound.arguments.items())[1:]:
+            setattr(self, name, value)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -153,16 +128,11 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         self.y_scaler_ = Standardizer.fit(y2)
         Xs, Ys = self.x_scaler_.transform(X), self.y_scaler_.transform(y2)
         _check_spread(Xs, self.dtype)
-        model = DeepGP.from_spec(
-            self.model, Xs, Ys, num_inducing=self.num_inducing, hidden_dim=self.hidden_dim,
-            latent_dim=self.latent_dim, kernel=self.kernel, likelihood_variance=self.likelihood_variance,
-            seed=self.seed, device=self.device, dtype=self.dtype,
-        )
-        self.history_ = fit_model(
-            model, Xs, Ys, method=self.method, num_samples=self.num_samples, inner_sampling=self.inner_sampling,
-            iterations=self.iterations,
-            batch_size=self.batch_size, seed=self.seed, lr=self.lr, gamma=self.gamma, progress=self.progress,
-        )
+        params = self.get_params()
+        model = DeepGP.from_config(ModelConfig(**settings_of(ModelConfig, params)), Xs, Ys, seed=self.seed,
+                                   device=self.device)
+        self.history_ = fit_model(model, Xs, Ys, config=TrainConfig(**settings_of(TrainConfig, params)),
+                                  progress=self.progress)
         self.model_ = model
         return self
 
@@ -357,6 +327,15 @@ def _scaler(tree: dict, name: str, path) -> Standardizer:
     if not ok or not (std > 0).all() or not np.isfinite(1 / std).all():  # (1 / std: no denormal std)
         raise ValueError(f"{path} is damaged: the field {name!r} is not a valid standardisation")
     return Standardizer(mean, std)
+
+
+DeepGPRegressor.__init__.__signature__ = inspect.Signature(
+    [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+     inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=ModelConfig.model)]
+    + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+       for name, default, _ in _settings() if name != "model"])
+DeepGPRegressor.__doc__ += "\n    Parameters (name = default: meaning):\n\n" + "\n".join(
+    f"    * ``{name} = {default!r}``: {help}" for name, default, help in _settings()) + "\n"
 
 
 def _is_complex(value) -> bool:

@@ -74,45 +74,41 @@ def fit(
     model,
     X,
     Y,
-    method: str = "vi",
-    num_samples: int = 1,
-    iterations: int = 5000,
-    batch_size: int = 512,
-    seed: int = 0,
-    lr: float = 0.005,
-    gamma: float = 0.01,
-    decay: float = 0.98,
-    decay_every: int = 1000,
-    natgrad: bool = True,
-    inner_sampling: str = "joint",
+    method: str | None = None,
+    num_samples: int | None = None,
+    *,
+    config: TrainConfig | None = None,
     progress: bool = True,
     callback=None,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 1000,
+    **settings,
 ) -> np.ndarray:
     """Maximise ``model.elbo`` on (X, Y); returns the bound at every iteration (numpy [T]).
 
+    The training settings are :class:`~deepgp.config.TrainConfig`'s: ``config``, with any of its
+    fields given as keywords (``iterations=``, ``lr=``, ``seed=`` ...) taking precedence; ``method``
+    and ``num_samples`` (K) may also come first, positionally. Each iteration is one fused step:
+    Adam on everything but the final layer's q(v), the natural-gradient step on it (``natgrad``),
+    the learning rate and γ decayed on one staircase.
+
     Args:
-        method, num_samples, inner_sampling: as in :meth:`DeepGP.elbo` (K = num_samples).
-        batch_size: B (the full data when N < B).
-        lr, gamma: Adam learning rate and natural-gradient step; both multiplied by ``decay``
-            every ``decay_every`` iterations (staircase, as the paper's code).
-        natgrad: False trains the final q(v) by Adam too.
         callback: called as ``callback(iteration, bound)`` after every step; return True to stop.
         checkpoint: a file to save the full training state to every ``checkpoint_every``
             iterations and at the end; if it exists, training resumes from it.
     Reproducible under ``seed``; the caller's global torch RNG state is left untouched.
 
-    A checkpoint records a fingerprint of the training data and of every setting above but
+    A checkpoint records a fingerprint of the training data and of every setting but
     ``iterations`` (which may grow between runs); resuming with other data or settings is a
     ValueError naming what differs. Natural-gradient steps that had to be skipped are reported: a
     warning with their count, or a :class:`~deepgp.natgrad.NaturalGradientError` after
     ``MAX_SKIPPED_IN_A_ROW`` in a row (the step ``gamma`` is too large).
     """
-    cfg = TrainConfig(  # checks every setting (a ValueError naming it)
-        method=method, num_samples=num_samples, inner_sampling=inner_sampling, iterations=iterations,
-        batch_size=batch_size, lr=lr, gamma=gamma, decay=decay, decay_every=decay_every, natgrad=natgrad, seed=seed)
-    method, inner_sampling, lr, gamma, decay = cfg.method, cfg.inner_sampling, float(lr), float(gamma), float(decay)
+    settings.update({k: v for k, v in (("method", method), ("num_samples", num_samples)) if v is not None})
+    cfg = train_config(config, settings)
+    method, num_samples, inner_sampling, iterations, batch_size, seed = (
+        cfg.method, cfg.num_samples, cfg.inner_sampling, cfg.iterations, cfg.batch_size, cfg.seed)
+    lr, gamma, decay, decay_every, natgrad = float(cfg.lr), float(cfg.gamma), float(cfg.decay), cfg.decay_every, cfg.natgrad
     checkpoint_every = check_positive_int("checkpoint_every", checkpoint_every)
     if checkpoint is not None:
         storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
@@ -207,6 +203,17 @@ def fit(
                       f"iterations (gamma={gamma}: the new q(v) was not positive definite even at gamma/64); "
                       "a smaller gamma avoids that", RuntimeWarning, stacklevel=2)
     return np.asarray(history)
+
+
+def train_config(config: TrainConfig | None, settings: dict) -> TrainConfig:
+    """``config`` (default: TrainConfig()) with ``settings`` replacing its fields; an unknown name is a
+    ValueError naming it (and every value is checked by TrainConfig)."""
+    if config is not None and not isinstance(config, TrainConfig):
+        raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
+    unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(TrainConfig)})
+    if unknown:
+        raise ValueError(f"unknown training setting(s) {unknown}; the settings are TrainConfig's fields")
+    return dataclasses.replace(config or TrainConfig(), **settings)
 
 
 def _check_state(state: dict, adam, schedule, n: int) -> None:
