@@ -82,17 +82,18 @@ def positive_float(text: str) -> float:
     return value
 
 
-def add_settings(parser: argparse.ArgumentParser, config_class, skip=()) -> None:
+def add_settings(parser: argparse.ArgumentParser, config_class, skip=(), defaults: dict | None = None) -> None:
     """One ``--option`` per field of a settings dataclass (:mod:`deepgp.config`) but ``skip``: its help,
     choices and default from the field's declaration, its type from the annotation (integers and
     floats checked here, bools as ``--flag / --no-flag``, tuples comma-separated); every value is
-    checked again, with the field's own rules, when the config is made."""
+    checked again, with the field's own rules, when the config is made. ``defaults`` overrides a
+    field's default for this command (the benchmark's budget is the paper's)."""
     import dataclasses
 
     for f in dataclasses.fields(config_class):
         if f.name in skip:
             continue
-        kwargs = dict(default=f.default, help=f.metadata["help"], dest=f.name)
+        kwargs = dict(default=(defaults or {}).get(f.name, f.default), help=f.metadata["help"], dest=f.name)
         if f.type == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         elif "choices" in f.metadata:
@@ -100,7 +101,7 @@ def add_settings(parser: argparse.ArgumentParser, config_class, skip=()) -> None
         elif f.name == "seed":
             kwargs["type"] = seed
         elif f.type == "int":
-            kwargs["type"] = count if f.name == "iterations" else positive_int
+            kwargs["type"] = at_least(f.metadata.get("minimum", 0 if f.name == "iterations" else 1))
         elif f.type == "float":
             kwargs["type"] = positive_float
         elif f.type.startswith("tuple"):

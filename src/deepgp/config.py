@@ -120,6 +120,25 @@ class TrainConfig:
         check_seed(self.seed)
 
 
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    """How a benchmark configuration is split and evaluated (the paper's protocol by default)."""
+
+    protocol: str = setting("splits", "splits: real splits with training statistics; paper: split 0 with all-data "
+                                      "statistics and the split numbers as seeds (the paper's code)",
+                            choices=("splits", "paper"))
+    test_limit: int = setting(10_000, "at most this many test points (a fixed random subset)")
+    predict_samples: int = setting(2000, "predictive draws per test point (the paper: 2000; Shapiro-Wilk needs 3)",
+                                   minimum=3)
+    shapiro_points: int = setting(200, "test points for the median Shapiro-Wilk W")
+
+    def __post_init__(self):
+        object.__setattr__(self, "protocol", _choice("protocol", self.protocol, ("splits", "paper")))
+        check_positive_int("test_limit", self.test_limit)
+        check_positive_int("predict_samples", self.predict_samples, minimum=3)
+        check_positive_int("shapiro_points", self.shapiro_points)
+
+
 def settings_of(config_class, values: dict) -> dict:
     """The entries of ``values`` that are fields of ``config_class``."""
     names = {f.name for f in fields(config_class)}

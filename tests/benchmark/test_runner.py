@@ -43,8 +43,14 @@ def fake_row(config: dict) -> dict:
         num_samples=1, n_train=held, n_test=1, seconds=0.1, deepgp="0", torch="0", numpy="0", python="3")
 
 
-def fake_configs(datasets=("a", "b"), **settings):
-    return runner.make_configs(list(datasets), [("GP", "vi")], [0], iterations=3, **settings)
+def fake_configs(datasets=("a", "b"), **extra):
+    """Configurations of GP (VI) on split 0, each carrying ``extra`` (sleep, claims) for :func:`fake_row`."""
+    return [c | extra for c in runner.make_configs(list(datasets), [("GP", "vi")], [0], iterations=3)]
+
+
+# the header of the results files of deepgp 0.1 (before inner_sampling, dtype and most settings were columns)
+OLD_COLUMNS = ["dataset", "model", "method", "split", "seed", "protocol", "iterations", "num_inducing", "test_limit",
+               *runner.METRICS, "num_samples", "n_train", "n_test", "seconds", "deepgp", "torch", "numpy", "python"]
 
 
 def quiet(msg):
@@ -144,9 +150,10 @@ def test_cli_benchmark_and_report(data_dir, tmp_path, capsys):
     assert "toya LV-GP vi split 0" in capsys.readouterr().out
     assert main(args) == 0 and "0 to run" in capsys.readouterr().out
     assert main(["report", str(results)]) == 0
-    assert "| toya | LV-GP (VI) | 1 |" in capsys.readouterr().out
+    # evaluated with fewer draws than the default: reported apart from rows of the default protocol
+    assert "| toya | LV-GP (VI, predict_samples=40, shapiro_points=5) | 1 |" in capsys.readouterr().out
     assert main(args[:4] + ["LV-GP:iw", "--inner-sampling", "independent", "--dtype", "float32"] + args[5:]) == 0
-    assert "toya LV-GP iw split 0 seed 0 (independent inner draws, float32)" in capsys.readouterr().out
+    assert "toya LV-GP iw split 0 seed 0 (independent inner draws, float32, predict_samples=40, shapiro_points=5)" in capsys.readouterr().out
     assert main(["benchmark", "--datasets", "nonesuch", "--data-dir", str(tmp_path), "--results", str(results)]) == 2
     assert "not found" in capsys.readouterr().err
 
@@ -172,10 +179,13 @@ def test_inner_sampling_and_dtype_are_row_keys(data_dir, tmp_path):
 
 def test_a_results_file_from_before_the_new_columns_is_migrated_and_resumed(data_dir, tmp_path):
     results = tmp_path / "old.csv"
-    todo = configs(data_dir, splits=(0,))
+    # settings the old format did not record are read as their defaults: these runs used them
+    fast = {k: v for k, v in FAST.items() if k not in ("predict_samples", "shapiro_points")}
+    todo = runner.make_configs(["toya", "toyb"], (("GP", "vi"), ("LV-GP", "iw")), (0,), iterations=3,
+                               data_dir=str(data_dir), **fast)
     runner.run_benchmark(todo, results, log=lambda m: None)
-    # rewrite it as the previous format wrote it: no inner_sampling / dtype columns
-    old_columns = [c for c in runner.COLUMNS if c not in runner.ADDED]
+    # rewrite it as the previous format wrote it: no inner_sampling / dtype columns, nor most settings
+    old_columns = OLD_COLUMNS
     rows = list(csv.DictReader(open(results)))
     with open(results, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
@@ -239,7 +249,7 @@ def test_what_counts_as_a_damaged_line(tmp_path):
 
 def test_migration_is_not_derailed_by_a_damaged_line(tmp_path):
     results = tmp_path / "old.csv"
-    old_columns = [c for c in runner.COLUMNS if c not in runner.ADDED]
+    old_columns = OLD_COLUMNS
     rows = [fake_row(c) for c in fake_configs("abc")]
     with open(results, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
@@ -266,7 +276,7 @@ def _prepare_after(barrier, results, out):
 @pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
 def test_processes_starting_together_migrate_an_old_file_once(tmp_path):
     results = tmp_path / "old.csv"
-    old_columns = [c for c in runner.COLUMNS if c not in runner.ADDED]
+    old_columns = OLD_COLUMNS
     rows = [fake_row(c) for c in fake_configs("abc")] * 2000  # large enough for the rewrites to overlap
     with open(results, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import at_least, count, positive_int
-from ..model import DTYPES
-from ..objectives import INNER_SAMPLING
+from ..cli import add_settings, positive_int
+from ..config import BenchmarkConfig, ModelConfig, TrainConfig, settings_of
 
 
 def register(sub) -> None:
-    from .runner import DATASETS, METRICS
+    from .runner import BENCHMARK_ITERATIONS, DATASETS, METRICS
 
     p = sub.add_parser(
         "benchmark",
@@ -27,24 +26,11 @@ def register(sub) -> None:
     p.add_argument("--methods", default="vi,iw", help="methods for bare models (default vi,iw)")
     p.add_argument("--splits", type=_splits, default="0-4",
                    help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)")
-    p.add_argument("--protocol", choices=("splits", "paper"), default="splits",
-                   help="splits: real splits, training statistics; paper: split 0 with all-data statistics, "
-                   "--splits are seeds (the paper's code, docs/paper-vs-code.md §5.4)")
-    p.add_argument("--iterations", type=count, default=100_000, help="training iterations (paper: 100000)")
-    p.add_argument("--num-inducing", type=positive_int, default=128, help="M (paper: 128)")
-    p.add_argument("--num-samples", type=positive_int, default=5, help="K for iw (paper: 5)")
-    p.add_argument("--inner-sampling", choices=INNER_SAMPLING, default="joint",
-                   help="iw: one inner-layer draw shared by a point's K samples (the paper's text) or one per "
-                   "sample (the paper's code, which produced its Table 1)")
-    p.add_argument("--dtype", choices=tuple(DTYPES), default="float64",
-                   help="float32: the opt-in fast mode (Cholesky of K(Z, Z) stays in float64)")
-    p.add_argument("--batch-size", type=positive_int, default=512)
-    p.add_argument("--test-limit", type=positive_int, default=10_000,
-                   help="at most this many test points (paper: 10000)")
-    p.add_argument("--predict-samples", type=at_least(3), default=2000,
-                   help="predictive draws per test point (paper: 2000; Shapiro-Wilk needs 3)")
-    p.add_argument("--shapiro-points", type=positive_int, default=200,
-                   help="test points for the median Shapiro-Wilk W")
+    # one option per setting, generated from the declarations (deepgp.config): model and method come
+    # from --models, the seed from --splits; the budget defaults to the paper's
+    add_settings(p, BenchmarkConfig)
+    add_settings(p, ModelConfig, skip=("model",))
+    add_settings(p, TrainConfig, skip=("method", "seed"), defaults={"iterations": BENCHMARK_ITERATIONS})
     p.add_argument("--data-dir", default=None, help="folder of NAME.csv.gz (else $DEEPGP_DATA, else the cache)")
     p.add_argument("--device", default=None, help="torch device for training and evaluation, e.g. cuda (default: cpu)")
     p.add_argument("--jobs", type=positive_int, default=1, help="parallel processes, one torch thread each")
@@ -81,13 +67,11 @@ def _benchmark(args) -> int:
         find_uci(d, args.data_dir)  # fail now, with where it looked, not inside a worker later
     pairs = model_methods([m.strip() for m in args.models.split(",") if m.strip()],
                           [m.strip() for m in args.methods.split(",") if m.strip()])
-    configs = make_configs(
-        datasets, pairs, args.splits, args.iterations, protocol=args.protocol,
-        num_inducing=args.num_inducing, test_limit=args.test_limit, inner_sampling=args.inner_sampling,
-        dtype=args.dtype, num_samples=args.num_samples,
-        batch_size=args.batch_size, predict_samples=args.predict_samples, shapiro_points=args.shapiro_points,
-        data_dir=args.data_dir, device=args.device,
-    )
+    settings = {**settings_of(BenchmarkConfig, vars(args)), **settings_of(ModelConfig, vars(args)),
+                **settings_of(TrainConfig, vars(args))}
+    del settings["iterations"]
+    configs = make_configs(datasets, pairs, args.splits, args.iterations, data_dir=args.data_dir, device=args.device,
+                           **settings)
     failed = run_benchmark(configs, args.results, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler)
     if failed:
         print(f"{failed} configuration(s) failed; rerun the same command to retry them", file=sys.stderr)

@@ -3,9 +3,10 @@
 Resuming: the results file is a CSV that only ever grows. A row is written when its
 configuration has finished, as one ``os.write`` of the whole line on an ``O_APPEND`` descriptor,
 so a row is either complete or absent; a run that is killed loses only the rows in flight. On
-start, rows already in the file (matched on :data:`KEY`) are skipped. A file written before the
-``inner_sampling`` and ``dtype`` columns existed is rewritten once with them (:data:`ADDED`: the
-values those runs used).
+start, rows already in the file (matched on :data:`KEY`: every setting that changes a number,
+generated from :mod:`deepgp.config`) are skipped. A file written before a setting was a column is
+read with that setting's declared default (``"-"`` for inner_sampling in a "vi" row), and rewritten
+once with the column the next time a run appends to it.
 
 Damaged lines: every physical line is parsed on its own (rows never contain a newline), so a
 damaged line (a truncated last line from a crash mid-write, an edit that broke its quoting, a
@@ -33,6 +34,7 @@ worker threads), the next one as soon as one finishes.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import itertools
@@ -48,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config import BenchmarkConfig, ModelConfig, TrainConfig, settings_of
+
 if TYPE_CHECKING:
     from filelock import FileLock
 
@@ -56,14 +60,15 @@ DATASETS = ("boston", "concrete", "energy", "forest", "kin8nm", "power", "winere
 CONFIGS = (
     ("GP", "vi"), ("GP-GP", "vi"), ("LV-GP", "iw"), ("LV-GP-GP", "vi"), ("LV-GP-GP", "iw"), ("LV-GP-GP-GP", "iw"),
 )
-KEY = ("dataset", "model", "method", "split", "seed", "protocol", "iterations", "num_inducing", "test_limit",
-       "inner_sampling", "dtype")
-# columns added after results files existed, with the value every older row had (inner_sampling
-# only means something for "iw": a "vi" row records "-")
-ADDED = {"inner_sampling": lambda row: "joint" if row.get("method") == "iw" else "-", "dtype": lambda row: "float64"}
+BENCHMARK_ITERATIONS = 100_000  # the paper's budget: `deepgp benchmark`'s default, where fit's is TrainConfig's
+# every setting that changes a number is a column of the row's key, generated from the declarations
+SETTINGS: dict[str, dataclasses.Field] = {
+    f.name: f for config in (BenchmarkConfig, ModelConfig, TrainConfig) for f in dataclasses.fields(config)}
+KEY = ("dataset", "split", *SETTINGS)  # ("model", "method" and "seed" are settings)
 METRICS = ("test_loglik_kde", "test_loglik_mixture", "test_rmse", "shapiro_median", "bound")
-COLUMNS = KEY + METRICS + ("num_samples", "n_train", "n_test", "seconds", "deepgp", "torch", "numpy", "python")
-_INTS = ("split", "seed", "iterations", "num_inducing", "test_limit", "num_samples", "n_train", "n_test")
+COLUMNS = KEY + METRICS + ("n_train", "n_test", "seconds", "deepgp", "torch", "numpy", "python")
+_REQUIRED = ("dataset", "model", "method", "split", "seed", *METRICS)  # what any results file has had
+_INTS = ("split", "n_train", "n_test", *(name for name, f in SETTINGS.items() if f.type in ("int", "int | None")))
 
 
 MAX_SPLIT = 2**32 - 1  # numpy's RandomState seeds
@@ -115,52 +120,62 @@ def model_methods(models: Iterable[str], methods: Iterable[str]) -> list[tuple[s
 
 def make_configs(
     datasets: Iterable[str], pairs: Iterable[tuple[str, str]], splits: Iterable[int], iterations: int,
-    protocol: str = "splits", num_inducing: int = 128, test_limit: int = 10_000, inner_sampling: str = "joint",
-    dtype: str = "float64", **settings,
+    data_dir=None, device=None, **settings,
 ) -> list[dict]:
     """All configurations, split-major (every dataset's first split finishes before any second).
 
+    ``settings`` are any fields of :class:`~deepgp.config.BenchmarkConfig`, ModelConfig and
+    TrainConfig (the model, method and seed come from ``pairs`` and ``splits``); each is checked once
+    here, not as one failed row per configuration, and recorded in every row's key.
     ``protocol="splits"``: split s trained with seed s (real splits, training statistics).
-    ``protocol="paper"``: the paper's code (docs/paper-vs-code.md §5.4): always split 0, standardised with
-    all-data statistics, and the requested split numbers become seeds.
-    ``inner_sampling`` (for "iw": "joint", the paper's text, or "independent", its code) and
-    ``dtype`` ("float64" or the opt-in "float32") are part of each row's key.
-    ``settings`` (num_samples, batch_size, predict_samples, shapiro_points, data_dir, device) travel with
-    every configuration.
+    ``protocol="paper"``: the paper's code (docs/paper-vs-code.md §5.4): always split 0, standardised
+    with all-data statistics, and the requested split numbers become seeds. A "vi" configuration
+    records num_samples 1 (the paper's VI) and inner_sampling "-" (it has none).
     """
-    from ..model import _check_dtype  # (this module imports torch lazily)
-    from ..objectives import check_inner_sampling
     from ..validation import check_device, check_positive_int
 
-    if protocol not in ("splits", "paper"):
-        raise ValueError(f"protocol must be 'splits' or 'paper', got {protocol!r}")
-    check_inner_sampling(inner_sampling)
-    _check_dtype(dtype)
-    # checked once here, not as one failed row per configuration
+    fixed = {"model", "method", "seed"} & set(settings)
+    unknown = sorted(set(settings) - set(SETTINGS)) + sorted(fixed)
+    if unknown:
+        raise ValueError(f"unknown benchmark setting(s) {unknown}; the settings are the fields of BenchmarkConfig, "
+                         "ModelConfig and TrainConfig but model, method and seed")
     splits = [check_positive_int("splits", s, minimum=0, maximum=MAX_SPLIT) for s in splits]
-    iterations = check_positive_int("iterations", iterations, minimum=0)
-    num_inducing = check_positive_int("num_inducing", num_inducing)
-    test_limit = check_positive_int("test_limit", test_limit)
-    for name in ("num_samples", "batch_size", "predict_samples", "shapiro_points"):
-        if name in settings:  # (Shapiro-Wilk needs 3 draws of each test point)
-            settings[name] = check_positive_int(name, settings[name], minimum=3 if name == "predict_samples" else 1)
-    if settings.get("device") is not None:
-        check_device(settings["device"])
-    pairs = list(pairs)
+    settings["iterations"] = iterations
+    bench = BenchmarkConfig(**settings_of(BenchmarkConfig, settings))
+    pairs = [(ModelConfig(model=model, **settings_of(ModelConfig, settings)).model,
+              TrainConfig(method=method, **settings_of(TrainConfig, settings)).method) for model, method in pairs]
+    if device is not None:
+        check_device(device)
     configs = []
     for s in splits:
         for d in datasets:
             for model, method in pairs:
-                configs.append(dict(
-                    dataset=d, model=model, method=method, split=0 if protocol == "paper" else s, seed=s,
-                    protocol=protocol, iterations=iterations, num_inducing=num_inducing, test_limit=test_limit,
-                    inner_sampling=inner_sampling if method == "iw" else "-", dtype=dtype, **settings,
-                ))
+                config = {name: f.default for name, f in SETTINGS.items()}
+                config.update(dataclasses.asdict(bench), **settings, dataset=d, model=model, method=method,
+                              split=0 if bench.protocol == "paper" else s, seed=s, data_dir=data_dir, device=device)
+                if method == "vi":
+                    config.update(num_samples=1, inner_sampling="-")
+                configs.append(config)
     return configs
 
 
+def _text(value) -> str:
+    """A setting as a key cell: floats exactly (repr), tuples as "20,20", the rest as str."""
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return repr(value) if isinstance(value, float) else str(value)
+
+
 def config_key(row: dict) -> tuple[str, ...]:
-    return tuple(str(row[k]) for k in KEY)
+    return tuple(_text(row[k]) for k in KEY)
+
+
+def _missing(row: dict, column: str) -> str:
+    """The text of a setting a row's file lacks (written before the setting was a column): its declared
+    default, or "-" for inner_sampling in a "vi" row (as make_configs records it)."""
+    if column == "inner_sampling" and row.get("method") == "vi":
+        return "-"
+    return _text(SETTINGS[column].default)
 
 
 # -- one configuration ---------------------------------------------------------------------------
@@ -180,25 +195,18 @@ def run_config(config: dict) -> dict:
 
     torch.set_num_threads(1)
     start = time.perf_counter()
-    data = load_split(
-        config["dataset"], config["split"], config.get("data_dir"), config["test_limit"],
-        stats="all" if config["protocol"] == "paper" else "train",
-    )
-    seed = int(config["seed"])
-    model = DeepGP.from_spec(config["model"], data.X_train, data.Y_train, num_inducing=config["num_inducing"], seed=seed,
-                             device=config.get("device"), dtype=config.get("dtype", "float64"))
-    num_samples = int(config.get("num_samples", 5)) if config["method"] == "iw" else 1
-    history = fit(
-        model, data.X_train, data.Y_train, method=config["method"], num_samples=num_samples,
-        iterations=config["iterations"], batch_size=config.get("batch_size", 512), seed=seed, progress=False,
-        inner_sampling="joint" if config.get("inner_sampling", "-") == "-" else config["inner_sampling"],
-    )
-    metrics = evaluate(
-        model, data.X_test, data.Y_test, config.get("predict_samples", 2000), config.get("shapiro_points", 200), seed,
-    )
+    bench = BenchmarkConfig(**settings_of(BenchmarkConfig, config))
+    train = TrainConfig(**{**settings_of(TrainConfig, config), "inner_sampling": (
+        TrainConfig.inner_sampling if config["inner_sampling"] == "-" else config["inner_sampling"])})
+    data = load_split(config["dataset"], config["split"], config.get("data_dir"), bench.test_limit,
+                      stats="all" if bench.protocol == "paper" else "train")
+    model = DeepGP.from_config(ModelConfig(**settings_of(ModelConfig, config)), data.X_train, data.Y_train,
+                               seed=train.seed, device=config.get("device"))
+    history = fit(model, data.X_train, data.Y_train, config=train, progress=False)
+    metrics = evaluate(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points, train.seed)
     bound = float(np.mean(history[-min(len(history), 50):])) if len(history) else float("nan")
     row = {k: config[k] for k in KEY}
-    row.update(metrics, bound=bound, num_samples=num_samples, n_train=len(data.X_train), n_test=len(data.X_test),
+    row.update(metrics, bound=bound, n_train=len(data.X_train), n_test=len(data.X_test),
                seconds=round(time.perf_counter() - start, 2), deepgp=__version__, torch=torch.__version__,
                numpy=np.__version__, python=platform.python_version())
     return row
@@ -218,14 +226,12 @@ class Results:
     damaged: list[int] = field(default_factory=list)
 
 
-# the columns every results file has had (older files lack the ADDED ones)
-_REQUIRED = tuple(c for c in COLUMNS if c not in ADDED)
-
-
 def format_row(row: dict) -> str:
-    """One CSV line (with newline) of COLUMNS; floats to 6 significant digits."""
+    """One CSV line (with newline) of COLUMNS: settings exactly (as in the key), measured floats to 6
+    significant digits."""
     buf = io.StringIO()
-    values = [f"{row[c]:.6g}" if isinstance(row[c], float) else row[c] for c in COLUMNS]
+    values = [_text(row[c]) if c in SETTINGS else f"{row[c]:.6g}" if isinstance(row[c], float) else row[c]
+              for c in COLUMNS]
     csv.writer(buf, lineterminator="\n").writerow(values)
     return buf.getvalue()
 
@@ -262,8 +268,9 @@ def _parse_row(header: list[str], line: bytes) -> dict | None:
     row = dict(zip(header, values))
     if row.get("method") not in ("vi", "iw"):
         return None
-    for k, default in ADDED.items():
-        row.setdefault(k, default(row))
+    for column in KEY:
+        if column not in row:
+            row[column] = _missing(row, column)
     try:
         for k in _INTS:
             if k in row:
@@ -285,7 +292,7 @@ def load_results(path) -> Results:
         return Results()
     header = _fields(lines[0]) or []
     # the key columns tell a results file apart; any other column it lacks is named once those are there
-    missing = [c for c in KEY if c in _REQUIRED and c not in header] or [c for c in _REQUIRED if c not in header]
+    missing = [c for c in _REQUIRED if c not in header]
     if missing:
         raise ValueError(f"{path} is not a deepgp results file: it lacks the columns {missing}")
     out = Results()
@@ -353,14 +360,17 @@ def prepare_results(path) -> set[tuple[str, ...]]:
                 _atomic_append(path, "\n")
         header = _fields(_lines(path)[0]) or []
         if tuple(header) != COLUMNS:
-            if tuple(header) != _REQUIRED:
-                raise ValueError(f"{path} has columns {header}, expected {list(COLUMNS)}; use another --results file")
-            write_bytes(path, _with_added_columns(_lines(path)))
+            foreign = [c for c in header if c not in COLUMNS]
+            if foreign or any(c not in header for c in _REQUIRED):
+                raise ValueError(f"{path} has columns {header}, not those of a deepgp results file "
+                                 f"({list(COLUMNS)}); use another --results file")
+            write_bytes(path, _with_all_columns(_lines(path)))
     return {config_key(r) for r in read_results(path)}
 
 
-def _with_added_columns(lines: list[bytes]) -> bytes:
-    """A file of the previous format rewritten with the ADDED columns (values kept as text).
+def _with_all_columns(lines: list[bytes]) -> bytes:
+    """A file with fewer columns rewritten with every one (values kept as text, the missing ones filled
+    as :func:`_missing` reads them).
 
     Damaged lines are kept as they are, on the same line numbers: they stay ignored (and reported)."""
     header = _fields(lines[0]) or []
@@ -376,7 +386,7 @@ def _with_added_columns(lines: list[bytes]) -> bytes:
         row = dict(zip(header, values))
         out.seek(0)
         out.truncate()
-        writer.writerow([row[c] if c in row else ADDED[c](row) for c in COLUMNS])
+        writer.writerow([row[c] if c in row else _missing(row, c) if c in KEY else "" for c in COLUMNS])
         migrated.append(out.getvalue().encode())
     return b"\n".join(migrated)
 
@@ -460,7 +470,15 @@ def variant(row: dict) -> str:
     parts = ["independent inner draws"] if row.get("inner_sampling") == "independent" else []
     if row.get("dtype", "float64") != "float64":
         parts.append(row["dtype"])
+    for name, f in SETTINGS.items():
+        if name not in _SHOWN_ELSEWHERE and _text(row.get(name, f.default)) != _text(f.default):
+            parts.append(f"{name}={_text(row[name])}")
     return ", ".join(parts)
+
+
+# settings the report shows elsewhere: in the group's name, its budget lines and its runs (or above)
+_SHOWN_ELSEWHERE = {"model", "method", "seed", "iterations", "num_inducing", "test_limit", "protocol", "num_samples",
+                    "inner_sampling", "dtype"}
 
 
 def _describe(row: dict) -> str:
