@@ -39,8 +39,8 @@ import torch
 
 import deepgp
 from deepgp import GPLayer
-from deepgp.benchmark.metrics import evaluate
 from deepgp.datasets.uci import load_split
+from deepgp.metrics import split_metrics
 
 OUT: Path = Path(".")
 DEV = "cuda"  # --device cpu dry-runs the script on a machine without a GPU
@@ -76,7 +76,7 @@ def _fit_and_evaluate(spec, data, device, iterations, threads=4, seed=0) -> dict
     t0 = time.perf_counter()
     history = deepgp.fit(model, data.X_train, data.Y_train, "iw", 5, iterations=iterations, seed=seed, progress=False)
     seconds = time.perf_counter() - t0
-    metrics = evaluate(model, data.X_test, data.Y_test, 2000, 100, seed=0)
+    metrics = split_metrics(model, data.X_test, data.Y_test, 2000, 100, seed=0)
     return dict(device=str(device), seed=seed, iterations=iterations, train_s=seconds,
                 bound_last50=float(np.mean(history[-50:])), **metrics)
 

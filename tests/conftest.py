@@ -34,3 +34,14 @@ def fitted_lv(bimodal_data):
     model = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=24, seed=0)
     history = deepgp.fit(model, x, y, method="iw", num_samples=5, iterations=1500, seed=0, progress=False)
     return model, history
+
+
+@pytest.fixture(scope="session")
+def fitted_gp():
+    """A single-layer GP fitted by VI on a smooth 2-input set (its predictive is Gaussian in closed form)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, 2))
+    y = np.sin(x[:, :1]) + 0.1 * rng.standard_normal((40, 1))
+    model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=10)
+    deepgp.fit(model, x, y, "vi", 1, iterations=50, progress=False)
+    return model, x, y

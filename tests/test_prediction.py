@@ -8,18 +8,8 @@ import deepgp
 from deepgp import prediction
 
 
-@pytest.fixture(scope="module")
-def gp():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((40, 2))
-    y = np.sin(x[:, :1]) + 0.1 * rng.standard_normal((40, 1))
-    model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=10)
-    deepgp.fit(model, x, y, "vi", 1, iterations=50, progress=False)
-    return model, x, y
-
-
-def test_single_gp_predictive_is_the_analytic_gaussian(gp):
-    model, x, y = gp
+def test_single_gp_predictive_is_the_analytic_gaussian(fitted_gp):
+    model, x, y = fitted_gp
     with torch.no_grad():
         mean, var = model.final_layer.conditional(torch.from_numpy(x)[None])
         expected = model.likelihood.log_predictive(torch.from_numpy(y)[None], mean, var)[0].numpy()
@@ -46,16 +36,8 @@ def test_prediction_is_chunk_independent_and_seeded(monkeypatch):
     assert model.sample_predictive(x, 10, seed=1).shape == (10, 30, 1)
 
 
-def test_shapiro_median_separates_gaussian_from_bimodal():
-    rng = np.random.default_rng(0)
-    gauss = rng.standard_normal((500, 20))
-    bimodal = gauss * 0.1 + rng.choice([-1, 1], (500, 20))
-    assert prediction.shapiro_median(gauss) > 0.99
-    assert prediction.shapiro_median(bimodal) < 0.9
-
-
-def test_the_kde_needs_two_draws(gp):
-    model, x, y = gp
+def test_the_kde_needs_two_draws(fitted_gp):
+    model, x, y = fitted_gp
     with pytest.raises(ValueError, match="num_samples must be >= 2 for estimator='kde', got 1"):
         model.predictive_log_density(x, y, 1, estimator="kde")
     assert np.isfinite(model.predictive_log_density(x, y, 2, estimator="kde", seed=0)).all()

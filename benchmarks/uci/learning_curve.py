@@ -6,7 +6,7 @@
         [--out benchmarks/uci/results/learning_curve.jsonl]
 
 Trains ONE model (M=128, B=512, K=5, the paper's settings) and evaluates it by the benchmark's
-metrics (deepgp.benchmark.metrics.evaluate: 2,000 predictive draws, KDE and mixture) at every
+metrics (deepgp.metrics.split_metrics: 2,000 predictive draws, KDE and mixture) at every
 checkpoint, appending one JSON line per checkpoint to --out as it goes. The training state is
 checkpointed beside --out, so a killed run resumes where it stopped and keeps every line written.
 """
@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 import deepgp
-from deepgp.benchmark.metrics import evaluate
 from deepgp.datasets.uci import load_split
+from deepgp.metrics import split_metrics
 from deepgp.objectives import INNER_SAMPLING
 
 # options added after the first lines were written: their defaults, which those lines used
@@ -82,7 +82,7 @@ def main(argv=None) -> None:
         history.append(bound)
         it = t + 1
         if it in todo:
-            metrics = evaluate(model, data.X_test, data.Y_test, 2000, 100, seed=args.split)
+            metrics = split_metrics(model, data.X_test, data.Y_test, 2000, 100, seed=args.split)
             model.train()
             rec = dict(key, iteration=it, train_seconds_this_run=round(time.perf_counter() - start, 1),
                        bound=float(np.mean(history[-50:])), noise_variance=float(model.likelihood.variance().detach()),

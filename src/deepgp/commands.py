@@ -1,4 +1,4 @@
-"""User sub-commands of the ``deepgp`` CLI: demo, fit, predict, evaluate, plot.
+"""User sub-commands of the ``deepgp`` CLI: demo, fit, predict, evaluate, convert, plot.
 
 Data files are CSV (or gzip-compressed CSV, ``.csv.gz``) with a header row; columns are chosen
 by name. Models are :class:`~deepgp.DeepGPRegressor` files (``deepgp fit`` / ``save``), which
@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
 import io
 import json
 import sys
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,116 +20,9 @@ import numpy as np
 from .cli import add_settings, at_least, count, positive_int, seed
 from .config import ModelConfig, TrainConfig, settings_of
 from .storage import check_writable, write_bytes
+from .tables import choose_inputs, read_csv, select
 
-MISSING = {"", "na", "nan", "-nan", "+nan", "n/a", "null", "none", "?"}
 DEFAULT_QUANTILES = "0.05,0.5,0.95"
-
-
-# -- CSV ----------------------------------------------------------------------------------------
-@dataclass
-class Column:
-    """One CSV column: values [N] (NaN where missing), the 1-based file lines of missing and of
-    infinite values, and the first value that is not a number as (line, text), or None for a
-    numeric column."""
-
-    values: np.ndarray
-    missing: list
-    bad: tuple | None
-    infinite: list
-
-
-def read_csv(path) -> dict[str, Column]:
-    """Columns of a CSV / CSV.gz file with a header, by name, in file order."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
-    if not path.is_file():  # a folder, a device (/dev/zero never ends), a pipe (blocks)
-        raise ValueError(f"{path} is not a regular file")
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", newline="", encoding="utf-8-sig") as f:  # -sig: a BOM is not part of a name
-            rows = list(csv.reader(f))
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as err:  # EOFError: a cut .gz
-        raise ValueError(f"could not read {path} as CSV: {err or type(err).__name__}") from None
-    if not rows or not any(cell.strip() for cell in rows[0]):
-        raise ValueError(f"{path} is empty; expected a header row of column names")
-    header = [h.strip() for h in rows[0]]
-    dupes = sorted({h for h in header if header.count(h) > 1})
-    if dupes:
-        raise ValueError(f"{path}: duplicate column names {dupes}")
-    body = [(i + 2, r) for i, r in enumerate(rows[1:]) if any(cell.strip() for cell in r)]  # skip blank lines
-    if not body:
-        raise ValueError(f"{path} has a header but no data rows")
-    for line, r in body:
-        if len(r) != len(header):
-            raise ValueError(f"{path}, line {line}: {len(r)} fields, but the header has {len(header)}")
-    columns = {}
-    for j, name in enumerate(header):
-        values = np.full(len(body), np.nan)
-        missing, bad, infinite = [], None, []
-        for i, (line, r) in enumerate(body):
-            text = r[j].strip()
-            if text.lower() in MISSING:
-                missing.append(line)
-                continue
-            try:
-                if "_" in text:  # Python reads "1_000" as 1000; a CSV cell that says so is not a plain number
-                    raise ValueError(text)
-                values[i] = float(text)
-            except ValueError:
-                bad = bad or (line, text)
-            else:
-                if not np.isfinite(values[i]):  # "inf", "1e999"
-                    infinite.append(line)
-        columns[name] = Column(values, missing, bad, infinite)
-    return columns
-
-
-def _describe(names, columns, what) -> None:
-    """Raise for unknown, non-numeric or incomplete columns among ``names`` (all listed at once)."""
-    unknown = [n for n in names if n not in columns]
-    if unknown:
-        raise ValueError(f"{what}: no column(s) {unknown}; the file has {list(columns)}")
-    bad = [f"{n!r} (e.g. {columns[n].bad[1]!r} on line {columns[n].bad[0]})" for n in names if columns[n].bad]
-    if bad:
-        raise ValueError(f"{what}: non-numeric column(s) " + ", ".join(bad))
-    miss = [f"{n!r} ({len(columns[n].missing)} row(s), first on line {columns[n].missing[0]})"
-            for n in names if columns[n].missing]
-    if miss:
-        raise ValueError(f"{what}: missing values in column(s) " + ", ".join(miss) + "; drop or fill them first")
-    inf = [f"{n!r} ({len(columns[n].infinite)} row(s), first on line {columns[n].infinite[0]})"
-           for n in names if columns[n].infinite]
-    if inf:
-        raise ValueError(f"{what}: infinite values in column(s) " + ", ".join(inf))
-
-
-def select(columns: dict[str, Column], names) -> np.ndarray:
-    """The named columns as a float array [N, len(names)]; a clear error for any unusable one."""
-    _describe(names, columns, "cannot use the data")
-    return np.stack([columns[n].values for n in names], axis=1)
-
-
-def choose_inputs(columns: dict[str, Column], target: str, inputs: list[str] | None) -> list[str]:
-    """``inputs`` if given; otherwise every other numeric column (announcing the ones left out)."""
-    if target not in columns:
-        raise ValueError(f"--target: no column {target!r}; the file has {list(columns)}")
-    if inputs is not None:
-        if not inputs:
-            raise ValueError("--inputs names no columns; give comma-separated column names, or leave it out")
-        if target in inputs:
-            raise ValueError(f"--inputs includes the target column {target!r}")
-        twice = sorted({n for n in inputs if inputs.count(n) > 1})
-        if twice:
-            raise ValueError(f"--inputs names column(s) {twice} more than once")
-        return inputs
-    others = [n for n in columns if n != target]
-    skipped = [n for n in others if columns[n].bad]
-    if skipped:
-        print(f"deepgp: ignoring non-numeric column(s) {skipped} (name the inputs with --inputs)", file=sys.stderr)
-    chosen = [n for n in others if not columns[n].bad]
-    if not chosen:
-        raise ValueError(f"no numeric input columns besides the target {target!r}; the file has {list(columns)}")
-    return chosen
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -338,27 +228,16 @@ def _predict(args) -> int:
     return 0
 
 
-def evaluate_metrics(reg, X, y) -> dict:
-    """Mean log density (units of y), RMSE of the predictive mean and mean sample CRPS."""
-    from .estimator import crps_from_samples
-
-    draws = reg.sample(X, reg.predict_samples)  # [S, N]
-    return {
-        "n": int(len(y)),
-        "log_density": float(reg.log_density(X, y).mean()),
-        "rmse": float(np.sqrt(np.mean((reg.predict(X) - y) ** 2))),
-        "crps": float(crps_from_samples(draws, y).mean()),
-    }
-
-
 def _evaluate(args) -> int:
+    from .metrics import regressor_metrics
+
     if args.json not in (None, "-"):
         _output(args.json, "the metrics", [args.model, args.data])
     reg = load_regressor(args.model)
     if args.predict_samples is not None:
         reg.predict_samples = args.predict_samples
     X, y = _model_data(reg, args.data, need_target=True)
-    metrics = {"model": reg.model, "target": reg.columns_["target"], **evaluate_metrics(reg, X, y)}
+    metrics = {"model": reg.model, "target": reg.columns_["target"], **regressor_metrics(reg, X, y)}
     if args.json == "-":
         print(json.dumps(metrics, indent=2))
         return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import re
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
 import numpy as np
 import torch
@@ -20,44 +20,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import storage
 from .config import ModelConfig, TrainConfig, settings_of
-from .datasets.uci import standardise
 from .linalg import seeded
-from .model import DeepGP, _check_dtype
+from .model import DeepGP, torch_dtype
 from .prediction import chunks, predictive_moments
+from .preprocessing import Standardizer
 from .training import fit as fit_model
 from .validation import check_device, check_positive_int, max_magnitude
-
-
-@dataclass
-class Standardizer:
-    """Per-column affine map ``z = (a - mean) / std`` with the statistics of
-    :func:`deepgp.datasets.uci.standardise` (a constant column keeps std 1).
-
-    mean, std: [D] arrays. The estimator, the CLI, the demo and the figures all go through it.
-    """
-
-    mean: np.ndarray
-    std: np.ndarray
-
-    @classmethod
-    def fit(cls, A: np.ndarray) -> "Standardizer":
-        """From data A [N, D]."""
-        mean, std, _ = standardise(np.asarray(A, dtype=np.float64))  # constant columns keep std 1
-        return cls(mean, std)
-
-    def transform(self, A: np.ndarray) -> np.ndarray:
-        """[..., D] original → standardised."""
-        return (np.asarray(A, dtype=np.float64) - self.mean) / self.std
-
-    def inverse(self, Z: np.ndarray) -> np.ndarray:
-        """[..., D] standardised → original."""
-        return np.asarray(Z) * self.std + self.mean
-
-    @property
-    def log_jacobian(self) -> float:
-        """Σ_d log std_d: log p_original(y) = log p_standardised(z) − log_jacobian."""
-        return float(np.log(self.std).sum())
-
 
 # the estimator's own settings, beside every field of ModelConfig and TrainConfig
 OWN_SETTINGS = (
@@ -313,7 +281,7 @@ MAX_PREDICT_SAMPLES = 10**7  # more draws per point than any density estimate ne
 def _check_spread(Xs: np.ndarray, dtype) -> None:
     """Standardised inputs Xs within what the kernels' arithmetic allows (:func:`deepgp.validation.max_magnitude`),
     said in the units that matter here: standard deviations from a column's mean (only float32 gets near)."""
-    dtype = _check_dtype(dtype)
+    dtype = torch_dtype(dtype)
     limit, far = max_magnitude("input", dtype), float(np.abs(Xs).max(initial=0.0))
     if far > limit:
         fix = "use dtype='float64'" if dtype == torch.float32 else "remove or transform the outlier"
@@ -359,16 +327,4 @@ def _validate(estimator, names: str, *arrays, **kwargs):
         raise ValueError(f"{names}: {err}") from None
 
 
-def crps_from_samples(draws: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Sample-based CRPS per point, E|Y − y| − ½ E|Y − Y'|: draws [S, N], y [N] → [N] (lower is better).
-
-    E|Y − Y'| uses the sorted-sample identity Σ_i (2i − S − 1) y_(i) · 2 / S², O(S log S).
-    """
-    S = draws.shape[0]
-    term1 = np.abs(draws - y).mean(0)
-    ranks = 2 * np.arange(1, S + 1) - S - 1
-    term2 = (np.sort(draws, 0) * ranks[:, None]).sum(0) * 2 / S**2
-    return term1 - 0.5 * term2
-
-
-__all__ = ["DeepGPRegressor", "Standardizer", "crps_from_samples"]
+__all__ = ["DeepGPRegressor"]

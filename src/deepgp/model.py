@@ -81,7 +81,7 @@ def check_parameters(model: nn.Module) -> None:
         raise ValueError("it holds NaN, infinite or absurdly large parameters")
 
 
-def _check_dtype(dtype) -> torch.dtype:
+def torch_dtype(dtype) -> torch.dtype:
     """torch.float64 / torch.float32 (or their names) → the torch dtype; anything else is an error."""
     name = str(dtype).removeprefix("torch.")
     if name not in DTYPES:
@@ -136,7 +136,7 @@ class DeepGP(nn.Module):
         """
         if not isinstance(config, ModelConfig):
             raise ValueError(f"config must be a ModelConfig, got {type(config).__name__}")
-        dtype, device, seed = _check_dtype(config.dtype), check_device(device), check_seed(seed)
+        dtype, device, seed = torch_dtype(config.dtype), check_device(device), check_seed(seed)
         X, Y = as_xy(X, Y, min_rows=2)
         check_magnitude(X, Y, dtype)
         Xn = X.cpu().numpy()
@@ -175,7 +175,7 @@ class DeepGP(nn.Module):
                 D_in = D
         model = cls(layers, GaussianLikelihood(D_y, config.likelihood_variance), num_data, spec=config.model)
         model.config = config  # everything needed to rebuild the architecture without the data (save / load)
-        return model.to(dtype=_check_dtype(config.dtype))
+        return model.to(dtype=torch_dtype(config.dtype))
 
     @torch.no_grad()
     def initialise(self, X: np.ndarray, Z0: np.ndarray, rng: np.random.Generator) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.stats
 import torch
 
 from .linalg import seeded, standard_normal
@@ -115,14 +114,3 @@ def predictive_log_density(model, X, Y, num_samples: int = 2000, estimator: str 
         return _log_density(model, X, Y, num_samples, estimator)
 
 
-def shapiro_median(samples: np.ndarray, max_points: int | None = None) -> float:
-    """Median over test points of the Shapiro–Wilk W of each point's predictive samples.
-
-    samples [S, N] or [S, N, 1]; the paper's Table S2 statistic (1 = perfectly Gaussian).
-    """
-    s = np.asarray(samples)
-    if s.ndim == 3:
-        s = s[..., 0]
-    n = s.shape[1] if max_points is None else min(s.shape[1], max_points)
-    stats = [scipy.stats.shapiro(s[:, i]).statistic for i in range(n)]
-    return float(np.median(stats))

@@ -189,9 +189,9 @@ def run_config(config: dict) -> dict:
 
     from .. import __version__
     from ..datasets.uci import load_split
+    from ..metrics import split_metrics
     from ..model import DeepGP
     from ..training import fit
-    from .metrics import evaluate
 
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -203,7 +203,7 @@ def run_config(config: dict) -> dict:
     model = DeepGP.from_config(ModelConfig(**settings_of(ModelConfig, config)), data.X_train, data.Y_train,
                                seed=train.seed, device=config.get("device"))
     history = fit(model, data.X_train, data.Y_train, config=train, progress=False)
-    metrics = evaluate(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points, train.seed)
+    metrics = split_metrics(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points, train.seed)
     bound = float(np.mean(history[-min(len(history), 50):])) if len(history) else float("nan")
     row = {k: config[k] for k in KEY}
     row.update(metrics, bound=bound, n_train=len(data.X_train), n_test=len(data.X_test),

@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import pooch
 
+from ..preprocessing import standardise
+
 ENV_VAR = "DEEPGP_DATA"
 TEST_LIMIT = 10_000
 
@@ -213,24 +215,6 @@ def download_uci(name: str, data_dir=None, url: str | None = None) -> Path:
     data = parse_source(Path(raw_path).read_bytes(), fmt, target, drop_second_target=name in _SECOND_TARGET)
     folder = Path(data_dir) if data_dir is not None else cache_dir()
     return write_uci(folder / f"{name}.csv.gz", data)
-
-
-def standardise(train: np.ndarray, *others: np.ndarray):
-    """Standardise by the statistics of ``train`` [N, D] (per column).
-
-    Returns ``(mean [D], std [D], train_std, *others_std)``. A constant column (std 0, e.g.
-    naval's x9 and x12) keeps std 1, so it becomes all zeros instead of dividing by zero.
-    """
-    # constant columns are detected exactly (np.std of equal floats can be ~1e-16, not 0) and
-    # centred on their value, so they come out exactly 0
-    const = np.ptp(train, axis=0) == 0
-    # columns with values beyond 1e100 are scaled down first: their sums and squares would overflow
-    scale = np.abs(train).max(axis=0, initial=0.0)
-    scale = np.where(scale > 1e100, scale, 1.0)
-    mean = np.where(const, train[0], (train / scale).mean(axis=0) * scale)
-    std = (train / scale).std(axis=0) * scale
-    std = np.where(const | (std == 0), 1.0, std)  # std 0 without ptp 0: spreads of ~1e-300 underflow
-    return (mean, std, (train - mean) / std, *((o - mean) / std for o in others))
 
 
 @dataclass

@@ -1,0 +1,30 @@
+"""Test metrics: CRPS against closed forms, the Shapiro–Wilk median's contrast, one split's metrics."""
+
+import numpy as np
+import pytest
+
+from deepgp import metrics
+
+
+def test_crps_of_a_point_mass_and_of_a_standard_normal():
+    # CRPS of a point mass at the truth is 0; of N(0,1) draws at 0 it is (√2 − 1)/√π ≈ 0.234
+    assert metrics.crps_from_samples(np.zeros((10, 1)), np.zeros(1))[0] == 0
+    draws = np.random.default_rng(1).standard_normal((20000, 1))
+    assert metrics.crps_from_samples(draws, np.zeros(1))[0] == pytest.approx(0.2337, abs=0.01)
+
+
+def test_shapiro_median_separates_gaussian_from_bimodal():
+    rng = np.random.default_rng(0)
+    gauss = rng.standard_normal((500, 20))
+    bimodal = gauss * 0.1 + rng.choice([-1, 1], (500, 20))
+    assert metrics.shapiro_median(gauss) > 0.99
+    assert metrics.shapiro_median(bimodal) < 0.9
+
+
+def test_split_metrics_agree_with_the_models_own_estimators(fitted_gp):
+    model, x, y = fitted_gp
+    got = metrics.split_metrics(model, x, y, num_samples=200, shapiro_points=10, seed=3)
+    # a single GP's predictive is Gaussian: every draw's mixture term is the same closed form
+    exact = model.predictive_log_density(x, y, 200, "mixture", seed=3).mean()
+    assert got["test_loglik_mixture"] == pytest.approx(exact, rel=1e-10)
+    assert abs(got["test_loglik_kde"] - exact) < 0.2 and got["test_rmse"] > 0 and 0.9 < got["shapiro_median"] <= 1
