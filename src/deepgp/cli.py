@@ -20,6 +20,7 @@ Warnings are printed as one ``deepgp: warning: ...`` line each.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import sys
@@ -202,6 +203,20 @@ def main(argv=None) -> int:
 
 
 def _run(args, name: str, debug: bool) -> int:
+    # the library logs its progress to the "deepgp" logger; a command shows it as plain lines
+    logger, handler = logging.getLogger("deepgp"), logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        return _run_logged(args, name, debug)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _run_logged(args, name: str, debug: bool) -> int:
     with warnings.catch_warnings():
         if not debug:
             warnings.showwarning = _show_warning

@@ -171,10 +171,11 @@ def register(sub) -> None:
 
 # -- handlers -----------------------------------------------------------------------------------
 def _demo(args) -> int:
-    from .demo import config_from_args, run_demo
+    from .demo import config_from_args, run_demo, score_table
 
-    run_demo(args.out, models=tuple(_names(args.models)), config=config_from_args(args.quick, args.iterations),
-             progress=not args.no_progress)
+    scores = run_demo(args.out, models=tuple(_names(args.models)),
+                      config=config_from_args(args.quick, args.iterations), progress=not args.no_progress)
+    print("\n" + score_table(scores))
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
-import sys
+import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +118,7 @@ def choose_inputs(columns: dict[str, Column], target: str, inputs: list[str] | N
     others = [n for n in columns if n != target]
     skipped = [n for n in others if columns[n].bad]
     if skipped:
-        print(f"deepgp: ignoring non-numeric column(s) {skipped} (name the inputs with --inputs)", file=sys.stderr)
+        warnings.warn(f"ignoring non-numeric column(s) {skipped} (name the inputs with --inputs)", stacklevel=2)
     chosen = [n for n in others if not columns[n].bad]
     if not chosen:
         raise ValueError(f"no numeric input columns besides the target {target!r}; the file has {list(columns)}")

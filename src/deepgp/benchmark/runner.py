@@ -38,6 +38,7 @@ import dataclasses
 import hashlib
 import io
 import itertools
+import logging
 import os
 import platform
 import re
@@ -503,7 +504,7 @@ def run_benchmark(
     Prints one progress line per finished row. A failing configuration is reported (with its
     traceback) and left out of the file, so a later run retries it.
     """
-    log = log or (lambda msg: print(msg, flush=True))
+    log = log or logging.getLogger(__name__).info
     if executor == "dask":
         dask = _import_dask()  # a missing extra stops the run before anything is written or claimed
     elif executor != "local":
