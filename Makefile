@@ -1,6 +1,7 @@
 # Everything from a fresh clone: `make demo` runs the demo, `make test` runs the tests.
 # Both create .venv and install the package first (torch pinned to the CPU wheel on these
-# machines; the package itself accepts torch>=2.4).
+# machines). `make check` is what CI runs: the tests, the lint, the docs, the tests at the lowest
+# declared versions (.ci/min-versions.txt) and the built distribution.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -12,14 +13,48 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-.PHONY: setup test demo lint
+.PHONY: setup test test-fast demo lint check test-min dist
 setup: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+test-fast: $(STAMP)  # everything but the slow tests (a quick local run)
+	$(PY) -m pytest -q -m "not slow"
 
 demo: $(STAMP)
 	$(VENV)/bin/deepgp demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
+
+# the suite at the lowest version of every dependency the package declares
+MIN_VENV := .venv-min
+$(MIN_VENV)/.installed: pyproject.toml .ci/min-versions.txt
+	python3 -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/pip install -q --upgrade pip
+	$(MIN_VENV)/bin/pip install -q torch==2.13.0
+	$(MIN_VENV)/bin/pip install -q -c .ci/min-versions.txt -e '.[dev]' -r .ci/min-versions.txt
+	touch $(MIN_VENV)/.installed
+
+test-min: $(MIN_VENV)/.installed
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+# the wheel and sdist as users get them, checked by twine
+dist: $(STAMP)
+	$(VENV)/bin/pip install -q build twine
+	rm -rf dist
+	$(PY) -m build -q --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+
+check: test lint docs test-min dist
+
+# `make docs`: the API reference site (mkdocs.yml, docs/) built into site/; any warning fails it.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): pyproject.toml $(STAMP)
+	$(VENV)/bin/pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+.PHONY: docs
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean

@@ -2,10 +2,13 @@
 
 import json
 
+import pytest
+
 from deepgp.cli import main
 from deepgp.demo import QUICK, DemoConfig, config_from_args
 
 
+@pytest.mark.slow
 def test_quick_demo_end_to_end(tmp_path, capsys):
     assert main(["demo", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out

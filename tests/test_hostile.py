@@ -90,7 +90,8 @@ def test_opening_a_malicious_file_never_runs_its_code(fitted, tmp_path, capsys):
             capsys.readouterr()
             assert main(argv) == 2, argv
             err = capsys.readouterr().err
-            assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+            lines = [line for line in err.splitlines() if line.strip() and not line.startswith("deepgp: warning:")]
+            assert len(lines) == 1 and "Traceback" not in err, (argv, err)
         assert not marker.exists(), f"opening {name} ran its code"
 
 
@@ -268,6 +269,8 @@ NUMERICAL = (deepgp.CholeskyError, FloatingPointError, deepgp.natgrad.NaturalGra
 finite = st.floats(-1e3, 1e3, allow_nan=False, width=64)
 special = st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -1e300, 1e80, 1e-300, 0.0])
 numbers = st.one_of(finite, finite, finite, special)  # mostly usable numbers, some hostile ones
+finite32 = st.floats(-1e3, 1e3, allow_nan=False, width=32)
+numbers32 = st.one_of(finite32, finite32, finite32, st.sampled_from([math.nan, math.inf, -math.inf, float(np.float32(1e30)), float(np.float32(-1e30)), 0.0]))
 odd = st.one_of(  # arrays no model can take
     hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(1, 2)), elements=finite),
     hnp.arrays(np.complex128, st.tuples(st.integers(1, 6), st.just(1))),
@@ -280,9 +283,7 @@ def data_pairs(draw):
     """(X, Y): usually N rows each (X [N, D] of any real dtype, Y [N] or [N, 1]), sometimes a mismatch."""
     n, d = draw(st.integers(1, 12)), draw(st.integers(1, 3))
     dtype = draw(st.sampled_from([np.float64, np.float64, np.float32, np.int64, np.bool_]))
-    elements = numbers if dtype in (np.float64, np.float32) else None
-    if dtype is np.float32:
-        elements = numbers.filter(lambda v: not math.isfinite(v) or abs(v) < 1e38)
+    elements = numbers if dtype is np.float64 else numbers32 if dtype is np.float32 else None
     X = draw(hnp.arrays(dtype, (n, d), elements=elements))
     Y = draw(hnp.arrays(np.float64, draw(st.sampled_from([(n,), (n, 1), (n + 1,), (n, 2)])), elements=numbers))
     swap = draw(st.sampled_from(["none", "none", "none", "X", "Y"]))

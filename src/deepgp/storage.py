@@ -25,11 +25,14 @@ behind an explicit ``trust=True`` / ``deepgp convert --trust``).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import pickle
 import secrets
 import stat
+import types
 from pathlib import Path
 
 import numpy as np
@@ -287,6 +290,19 @@ def is_legacy(path) -> bool:
     return head.startswith(_ZIP) or pickle
 
 
+class _NumpyCompatibleUnpickler(pickle.Unpickler):
+    """Unpickles numpy arrays pickled under numpy 2 (module ``numpy._core``) with numpy 1 (``numpy.core``)."""
+
+    def find_class(self, module, name):
+        if module.startswith("numpy._core") and importlib.util.find_spec("numpy._core") is None:
+            module = "numpy.core" + module.removeprefix("numpy._core")
+        return super().find_class(module, name)
+
+
+_numpy_compatible_pickle = types.SimpleNamespace(
+    __name__="pickle", Unpickler=_NumpyCompatibleUnpickler, load=lambda f, **kw: _NumpyCompatibleUnpickler(f, **kw).load())
+
+
 def read_legacy(path) -> tuple[str, dict]:
     """(kind, tree) of a deepgp 0.1 file, the tree laid out as :func:`read` gives the current format.
 
@@ -297,7 +313,7 @@ def read_legacy(path) -> tuple[str, dict]:
 
     def unpickle(source):
         try:
-            return torch.load(source, map_location="cpu", weights_only=False)
+            return torch.load(source, map_location="cpu", weights_only=False, pickle_module=_numpy_compatible_pickle)
         except Exception as err:  # a damaged pickle raises a variety of errors
             raise ValueError(f"{path} could not be read as a deepgp 0.1 file ({type(err).__name__}: {err})") from None
 

@@ -118,6 +118,7 @@ def test_interrupted_and_failed_rows_are_rerun(data_dir, tmp_path):
     assert sorted(r["dataset"] for r in rows) == ["toya", "toyb"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cuda_build", [False, True], ids=["fork", "spawn"])
 def test_parallel_jobs(data_dir, tmp_path, monkeypatch, cuda_build):
     # a CUDA build of torch must spawn its workers (fork fails once autograd has run, as on the H100);
