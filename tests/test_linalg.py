@@ -1,7 +1,22 @@
 import pytest
 import torch
 
-from deepgp.linalg import CholeskyError, cholesky, gram, inverse_cholesky, matmul_nt, seeded, standard_normal
+from deepgp.linalg import (
+    CholeskyError,
+    cholesky,
+    gram,
+    gram_plain,
+    inverse_cholesky,
+    inverse_cholesky_plain,
+    joint_moments,
+    joint_moments_plain,
+    marginal_moments,
+    marginal_moments_plain,
+    matmul_nt,
+    matmul_nt_plain,
+    seeded,
+    standard_normal,
+)
 
 
 def test_seeded_is_reproducible_and_restores_the_callers_stream():
@@ -40,12 +55,29 @@ def test_cholesky_rejects_negative_jitter():
         cholesky(torch.eye(2, dtype=torch.float64), jitter=-1.0)
 
 
-def test_thin_batched_products_match_matmul_with_gradients():
+def assert_fast_equals_plain(fast, plain, inputs, rtol=1e-9, atol=1e-10):
+    """fast(*inputs) and plain(*inputs) (each a tensor or a tuple of tensors) agree in value, and in
+    the gradient of a random linear function of the outputs with respect to every input."""
+    outs = [fast(*inputs), plain(*inputs)]
+    outs = [o if isinstance(o, tuple) else (o,) for o in outs]
+    gen = torch.Generator().manual_seed(0)
+    weights = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs[1]]
+    grads = []
+    for out in outs:
+        assert [o.shape for o in out] == [w.shape for w in weights]
+        grads.append(torch.autograd.grad(sum((o * w).sum() for o, w in zip(out, weights)), inputs))
+    for o, o_ref in zip(*outs):
+        torch.testing.assert_close(o, o_ref, rtol=rtol, atol=atol)
+    for g, g_ref in zip(*grads):
+        torch.testing.assert_close(g, g_ref, rtol=rtol, atol=atol)
+
+
+def test_thin_batched_products_match_their_plain_formulas_with_gradients():
     torch.manual_seed(0)
     A = torch.randn(7, 3, 11, dtype=torch.float64, requires_grad=True)
     Bt = torch.randn(7, 4, 11, dtype=torch.float64, requires_grad=True)
-    assert torch.allclose(matmul_nt(A, Bt), A @ Bt.mT)
-    assert torch.allclose(gram(A), A @ A.mT)
+    assert_fast_equals_plain(matmul_nt, matmul_nt_plain, (A, Bt))
+    assert_fast_equals_plain(gram, gram_plain, (A,))
     assert torch.autograd.gradcheck(matmul_nt, (A, Bt))
     assert torch.autograd.gradcheck(gram, (A,))
 
@@ -54,18 +86,48 @@ def _rbf_gram(Z):
     return torch.exp(-0.5 * torch.cdist(Z, Z).square())
 
 
-def test_inverse_cholesky_and_its_gradient_match_autograd_through_cholesky_and_solve():
+def test_inverse_cholesky_and_its_gradient_match_the_plain_formula():
     torch.manual_seed(0)
     Z = torch.randn(2, 9, 3, dtype=torch.float64, requires_grad=True)  # a batch of two
-    G = torch.randn(2, 9, 9, dtype=torch.float64)
+    assert_fast_equals_plain(lambda Z: inverse_cholesky(_rbf_gram(Z), 1e-6),
+                             lambda Z: inverse_cholesky_plain(_rbf_gram(Z), 1e-6), (Z,))
     eye = torch.eye(9, dtype=torch.float64)
-    T_ref = torch.linalg.solve_triangular(torch.linalg.cholesky(_rbf_gram(Z) + 1e-6 * eye), eye, upper=False)
-    T = inverse_cholesky(_rbf_gram(Z), 1e-6)
-    torch.testing.assert_close(T, T_ref)
-    (g_ref,) = torch.autograd.grad((T_ref * G).sum(), Z)
-    (g,) = torch.autograd.grad((T * G).sum(), Z)
-    torch.testing.assert_close(g, g_ref, rtol=1e-9, atol=1e-10)
+    L = torch.linalg.cholesky(_rbf_gram(Z) + 1e-6 * eye)
+    torch.testing.assert_close(inverse_cholesky_plain(_rbf_gram(Z), 1e-6) @ L, eye.expand(2, 9, 9))
     assert torch.autograd.gradcheck(lambda Z: inverse_cholesky(_rbf_gram(Z), 1e-6), (Z[0].detach().requires_grad_(),))
+
+
+def _moment_inputs(M, L, n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    Z = torch.randn(M, 2, generator=g, dtype=torch.float64)
+    Lz_inv = torch.linalg.inv(torch.linalg.cholesky(_rbf_gram(Z) + 1e-3 * torch.eye(M, dtype=torch.float64)))
+    K = torch.randn(M, n, generator=g, dtype=torch.float64)
+    R = torch.randn(L, M, M, generator=g, dtype=torch.float64).tril()
+    m = torch.randn(M, L, generator=g, dtype=torch.float64)
+    return [t.requires_grad_() for t in (Lz_inv, K, R, m)]
+
+
+def test_marginal_moments_match_the_plain_formula_with_gradients():
+    # R enters through tril, as in GPLayer.q: the fast path never reads R's top-right block (zero
+    # for a triangular R) and returns no gradient there; tril's backward drops the strict upper one
+    def fast(Lz_inv, K, R, m):
+        return marginal_moments(Lz_inv, K, R.tril(), m)
+
+    def plain(Lz_inv, K, R, m):
+        return marginal_moments_plain(Lz_inv, K, R.tril(), m)
+
+    for M in (7, 8):  # the 2×2 blocks split M unevenly or evenly
+        assert_fast_equals_plain(fast, plain, _moment_inputs(M, L=3, n=10))
+    assert torch.autograd.gradcheck(fast, _moment_inputs(5, L=2, n=4, seed=1))
+
+
+def test_joint_moments_match_the_plain_formula_with_gradients():
+    g = torch.Generator().manual_seed(2)
+    At = torch.randn(6, 4, 7, generator=g, dtype=torch.float64, requires_grad=True)
+    R = torch.randn(3, 7, 7, generator=g, dtype=torch.float64).tril().requires_grad_()
+    m = torch.randn(7, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    assert_fast_equals_plain(joint_moments, joint_moments_plain, (At, R, m))
+    assert joint_moments(At, R, m)[1].shape == (6, 3, 4, 4)
 
 
 def test_inverse_cholesky_retries_with_jitter_then_reports():

@@ -6,7 +6,8 @@ import torch
 
 import deepgp
 from deepgp.linalg import CholeskyError, cholesky, seeded
-from deepgp.natgrad import expectation_parameters, natgrad_step, natgrad_step_q
+from deepgp.natgrad import natgrad_step_q
+from deepgp.reference import expectation_parameters, natgrad_step
 
 
 def gp_model(seed=0, n=40):
@@ -111,6 +112,7 @@ def replicate(model, x, y, method, K, reps, seed):
     return vals.mean(), vals.std(ddof=1) / math.sqrt(reps)
 
 
+@pytest.mark.slow  # (trains the shared fitted_lv model)
 def test_iw_with_one_sample_equals_vi_in_expectation(fitted_lv, bimodal_data):
     model, _ = fitted_lv
     (x, y), _ = bimodal_data
@@ -120,6 +122,7 @@ def test_iw_with_one_sample_equals_vi_in_expectation(fitted_lv, bimodal_data):
     assert abs(m_vi - m_iw) < 4 * math.hypot(se_vi, se_iw), (m_vi, se_vi, m_iw, se_iw)
 
 
+@pytest.mark.slow  # (trains the shared fitted_lv model)
 def test_iw_bound_grows_with_the_number_of_samples(fitted_lv, bimodal_data):
     model, _ = fitted_lv
     (x, y), _ = bimodal_data

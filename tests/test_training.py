@@ -9,6 +9,7 @@ import deepgp
 from deepgp import storage
 
 
+@pytest.mark.slow
 def test_lv_model_beats_gp_on_bimodal_data(fitted_lv, bimodal_data):
     (x, y), (xt, yt) = bimodal_data
     lv, history = fitted_lv
@@ -23,6 +24,7 @@ def test_lv_model_beats_gp_on_bimodal_data(fitted_lv, bimodal_data):
     assert np.mean(history[-100:]) > np.mean(history[:100])
 
 
+@pytest.mark.slow
 def test_lv_model_is_not_worse_than_gp_on_smooth_data():
     x, y = smooth(400, 0)
     xt, yt = smooth(300, 1)

@@ -32,10 +32,10 @@ class Stationary(nn.Module):
         """offset − ½|x/ℓ − z/ℓ|² for all pairs, as ONE matrix product of augmented inputs:
         [x, −½|x|², 1] · [z, 1, offset − ½|z|²]ᵀ (lengthscales applied first).
 
-        The [N, M] result is touched once by the GEMM instead of by five elementwise passes
-        (add, add, scale, clamp, scale): on these memory-bound machines the passes, not the
-        arithmetic, dominated the kernel. Rounding can make it exceed ``offset`` by ~1e-16·|x|²;
-        harmless inside exp (the paper's code did not clamp either).
+        The [N, M] result is touched once, by the GEMM, instead of by five elementwise passes
+        (add, add, scale, clamp, scale): the kernel is memory-bound (commit 43dfc88). Rounding can
+        make it exceed ``offset`` by ~1e-16·|x|²; harmless inside exp (the paper's code did not
+        clamp either).
         """
         ls = self.lengthscale()
         Xs, Zs = X / ls, Z / ls

@@ -1,4 +1,11 @@
-"""Numerically guarded linear algebra shared by every layer."""
+"""Numerically guarded linear algebra shared by every layer, and the library's fast paths.
+
+Every custom ``torch.autograd.Function`` of deepgp is in this module, each beside a ``*_plain``
+function: the same formula in ordinary torch operations, differentiated by autograd. The fast
+version is what the layers call; the plain one is its definition, which the tests compare it
+against in float64 (values and gradients). Why each fast path exists, and what it was measured
+to gain: docs/paper-vs-code.md §6 and benchmarks/README.md.
+"""
 
 from __future__ import annotations
 
@@ -19,28 +26,26 @@ def cholesky(
     jitter: float = DEFAULT_JITTER,
     max_jitter: float = MAX_JITTER,
     where: str = "a covariance",
-    relative: bool = False,
 ) -> torch.Tensor:
     """Lower Cholesky factor of ``A + jitter * I`` for a (batch of) symmetric matrices [..., n, n].
 
     ``jitter`` is added first; if any matrix of the batch is still not positive definite the
     jitter grows tenfold (up to ``max_jitter``) and only the failed matrices are retried, so
-    one bad block does not perturb the others. ``relative=True`` scales the jitter by each
-    matrix's mean diagonal. Raises :class:`CholeskyError` naming ``where`` when all fail.
+    one bad block does not perturb the others. Raises :class:`CholeskyError` naming ``where``
+    when all fail.
     """
     if not jitter >= 0.0:
         raise ValueError(f"jitter must be >= 0, got {jitter}")
     n = A.shape[-1]
     eye = torch.eye(n, dtype=A.dtype, device=A.device)
-    scale = A.diagonal(dim1=-2, dim2=-1).mean(-1)[..., None, None].clamp_min(1e-12) if relative else 1.0
-    L, info = torch.linalg.cholesky_ex(A + (jitter * scale) * eye)
+    L, info = torch.linalg.cholesky_ex(A + jitter * eye)
     if not bool(torch.any(info)):
         return L
     j = jitter
     while j < max_jitter:
         j = min(max(j * 10.0, DEFAULT_JITTER), max_jitter)  # from jitter = 0 the retries start at the default
         failed = info != 0
-        L_retry, info_retry = torch.linalg.cholesky_ex(A + (j * scale) * eye)
+        L_retry, info_retry = torch.linalg.cholesky_ex(A + j * eye)
         # keep good factors, replace the failed ones (torch.where keeps autograd intact)
         L = torch.where(failed[..., None, None], L_retry, L)
         info = torch.where(failed, info_retry, info)
@@ -54,10 +59,39 @@ def cholesky(
     )
 
 
+def standard_normal(shape, like: torch.Tensor) -> torch.Tensor:
+    """Standard normal draws of ``shape`` with ``like``'s dtype and device.
+
+    Drawn in float32 and widened: torch's float64 normal sampler is slower on CPU, and the draws
+    are a visible share of a step (docs/paper-vs-code.md §6.2). The widened draws are exactly
+    N(0, 1) but for tails beyond ~5.8σ (probability < 1e-8), irrelevant for MC estimates.
+    """
+    return torch.randn(shape, dtype=torch.float32, device=like.device).to(like.dtype)
+
+
+@contextlib.contextmanager
+def seeded(seed: int | None, device=None):
+    """Run a block under ``torch.manual_seed(seed)`` (None: unseeded) and restore the caller's RNG after.
+
+    Forks the CPU generator and, for a CUDA ``device``, that device's generator too: the draws of a
+    model on the GPU come from the CUDA stream, which must be seeded and restored alike (forking the
+    CPU alone would leave the caller's CUDA stream reseeded, and repeat it in every seeded block).
+    """
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    devices = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield
+
+
+# -- fast paths, each beside its plain formula -----------------------------------------------------
+
+
 class _InverseCholesky(torch.autograd.Function):
     # backward: with T = L⁻¹, dT = −Φ(T dA Tᵀ) T (Φ: lower triangle, halved diagonal), so
-    # ∂f/∂A = −Tᵀ Φ(ḠTᵀ) T, symmetrised: three M×M GEMMs. Autograd's chain through cholesky and
-    # solve_triangular does three triangular solves and more passes (measured in benchmarks/README.md).
+    # ∂f/∂A = −Tᵀ Φ(ḠTᵀ) T, symmetrised: three M×M GEMMs where autograd's chain through cholesky
+    # and solve_triangular takes triangular solves and more passes (docs/paper-vs-code.md §6.3)
     @staticmethod
     def forward(ctx, A, jitter, where):
         L = cholesky(A, jitter, where=where)
@@ -82,43 +116,25 @@ def inverse_cholesky(
     """L⁻¹ [..., n, n] (lower-triangular) for L the Cholesky factor of ``A + jitter * I``.
 
     The factorisation retries with more jitter exactly as :func:`cholesky`. Differentiable in A
-    (a symmetric matrix: the gradient returned is symmetric), not twice.
+    (a symmetric matrix: the gradient returned is symmetric), not twice. The same values as
+    :func:`inverse_cholesky_plain`; a backward of three GEMMs instead of autograd's.
     """
     return _InverseCholesky.apply(A, jitter, where)
 
 
-def standard_normal(shape, like: torch.Tensor) -> torch.Tensor:
-    """Standard normal draws of ``shape`` with ``like``'s dtype and device.
-
-    Monte-Carlo noise is drawn in float32 and widened: torch's float64 normal sampler is ~4×
-    slower on CPU and the draws are a visible share of a training step. The widened draws are
-    exactly N(0, 1) but for tails beyond ~5.8σ (probability < 1e-8), irrelevant for MC estimates.
-    """
-    return torch.randn(shape, dtype=torch.float32, device=like.device).to(like.dtype)
-
-
-@contextlib.contextmanager
-def seeded(seed: int | None, device=None):
-    """Run a block under ``torch.manual_seed(seed)`` (None: unseeded) and restore the caller's RNG after.
-
-    Forks the CPU generator and, for a CUDA ``device``, that device's generator too: the draws of a
-    model on the GPU come from the CUDA stream, which must be seeded and restored alike (forking the
-    CPU alone would leave the caller's CUDA stream reseeded, and repeat it in every seeded block).
-    """
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    devices = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        if seed is not None:
-            torch.manual_seed(seed)
-        yield
+def inverse_cholesky_plain(
+    A: torch.Tensor, jitter: float = DEFAULT_JITTER, where: str = "a covariance"
+) -> torch.Tensor:
+    """L⁻¹ as :func:`inverse_cholesky` computes it, differentiated by autograd through
+    :func:`cholesky` and the triangular solve."""
+    L = cholesky(A, jitter, where=where)
+    return torch.linalg.solve_triangular(L, torch.eye(L.shape[-1], dtype=L.dtype, device=L.device), upper=False)
 
 
-# -- products of many thin matrices ----------------------------------------------------------------
 # The joint (IW) path multiplies, per group g of K points, [K, M] by [M, L] and [K, M] by [M, K]
-# with K, L ≈ 5 and M ≈ 128, for hundreds of groups. torch's batched GEMM on CPU is 2–3× slower
-# when the thin operand of such a product is a transposed view, and autograd's default backward of
-# A @ Bᵀ forms exactly that (Aᵀ @ grad). These two functions compute the same products with
-# backward passes written in the fast layouts (measured: 5.7 → 3.3 ms per product and gradient).
+# with K, L ≈ 5 and M ≈ 128, for hundreds of groups. autograd's backward of A @ Bᵀ multiplies a
+# transposed thin operand, a slow batched-GEMM layout on CPU; these backward passes keep both
+# operands M-contiguous (docs/paper-vs-code.md §6.4, commit 30aca33).
 
 
 class _MatmulNT(torch.autograd.Function):
@@ -148,10 +164,118 @@ class _Gram(torch.autograd.Function):
 
 
 def matmul_nt(A: torch.Tensor, Bt: torch.Tensor) -> torch.Tensor:
-    """A @ Btᵀ for batches: A [..., P, M], Bt [..., L, M] → [..., P, L] (both contiguous in M)."""
+    """A @ Btᵀ for batches: A [..., P, M], Bt [..., L, M] → [..., P, L] (both contiguous in M).
+
+    The values of :func:`matmul_nt_plain`, with a backward in M-contiguous layouts."""
     return _MatmulNT.apply(A, Bt)
 
 
+def matmul_nt_plain(A: torch.Tensor, Bt: torch.Tensor) -> torch.Tensor:
+    """A @ Btᵀ, differentiated by autograd (the definition of :func:`matmul_nt`)."""
+    return A @ Bt.mT
+
+
 def gram(A: torch.Tensor) -> torch.Tensor:
-    """A @ Aᵀ for batches: A [..., P, M] → [..., P, P], one product in the backward instead of two."""
+    """A @ Aᵀ for batches: A [..., P, M] → [..., P, P], one product in the backward instead of two.
+
+    The values of :func:`gram_plain`."""
     return _Gram.apply(A)
+
+
+def gram_plain(A: torch.Tensor) -> torch.Tensor:
+    """A @ Aᵀ, differentiated by autograd (the definition of :func:`gram`)."""
+    return A @ A.mT
+
+
+class _MarginalMoments(torch.autograd.Function):
+    """:func:`marginal_moments`. R_lᵀA is a triangular product, computed on 2×2 blocks (h = M // 2):
+
+        top_l = R_l[:, :h]ᵀ A      [h, n]       bottom_l = R_l[h:, h:]ᵀ A[h:]      [M − h, n]
+
+    each stacked over l into one GEMM: ¾ of the dense FLOPs, forward and backward (the zero block
+    R_l[:h, h:] is skipped). The norms sum over rows, so top and bottom need not be re-joined.
+    Two products (A, then R_lᵀA) rather than one of [Lz⁻¹; R_lᵀLz⁻¹] with K: forming R_lᵀLz⁻¹ adds
+    FLOPs at training's batch sizes. The backward writes the gradients of A and R_lᵀA into contiguous
+    buffers, where autograd's graph concatenates the split's gradients and adds the square,
+    expand and multiply passes of each norm (docs/paper-vs-code.md §6.3, commits 1257cbd, 3164b7a).
+    """
+
+    @staticmethod
+    def forward(ctx, Lz_inv, K, R, m):
+        (M, L), n = m.shape, K.shape[-1]
+        h = M // 2
+        A = Lz_inv @ K
+        # copies of R's two lower blocks, transposed and stacked over l: one GEMM each
+        top_t = R[:, :, :h].mT.reshape(L * h, M)
+        bot_t = R[:, h:, h:].mT.reshape(L * (M - h), M - h)
+        top, bot = (top_t @ A).view(L, h, n), (bot_t @ A[h:]).view(L, M - h, n)
+        ctx.save_for_backward(Lz_inv, K, top_t, bot_t, m, A, top, bot)
+        var = top.square().sum(1) + bot.square().sum(1)  # ||R_lᵀa_n||² [L, n]
+        return A.T @ m, var.T - A.square().sum(0).unsqueeze(-1)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g_mean, g_var):
+        Lz_inv, K, top_t, bot_t, m, A, top, bot = ctx.saved_tensors
+        (M, L), n = m.shape, A.shape[-1]
+        h = M // 2
+        # ∂/∂(R_lᵀA) = 2 R_lᵀA · g_var_l; the scale made contiguous first: broadcasting the
+        # transposed [L, n] view over M would make the multiply a strided scalar loop
+        scale = (2.0 * g_var.T).contiguous().unsqueeze(1)
+        g_top, g_bot = (top * scale).view(L * h, n), (bot * scale).view(L * (M - h), n)
+        gA = torch.addmm(m @ g_mean.T, top_t.T, g_top)  # from mean = Aᵀm and from the top blocks
+        gA[h:].addmm_(bot_t.T, g_bot)  # from the bottom blocks
+        gA.addcmul_(A, g_var.sum(1), value=-2.0)  # from −||a_n||², shared by the L GPs
+        gLz_inv = gA @ K.T if ctx.needs_input_grad[0] else None
+        gK = Lz_inv.T @ gA if ctx.needs_input_grad[1] else None
+        gR = None
+        if ctx.needs_input_grad[2]:
+            # ∂/∂R_l = A(∂/∂R_lᵀA)ᵀ block by block, each as column blocks of one product: the
+            # faster GEMM orientation of the two (commit bb360c5)
+            gR = A.new_zeros(L, M, M)
+            gR[:, :, :h] = (A @ g_top.T).view(M, L, h).transpose(0, 1)
+            gR[:, h:, h:] = (A[h:] @ g_bot.T).view(M - h, L, M - h).transpose(0, 1)
+        gm = A @ g_mean if ctx.needs_input_grad[3] else None
+        return gLz_inv, gK, gR, gm
+
+
+def marginal_moments(
+    Lz_inv: torch.Tensor, K: torch.Tensor, R: torch.Tensor, m: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The marginal conditional's moments less the prior variance: with A = Lz⁻¹K,
+    mean = Aᵀm [n, L] and ‖R_lᵀa_n‖² − ‖a_n‖² [n, L] (a_n: the n-th column of A).
+
+    Lz⁻¹ [M, M], K = K(Z, H) [M, n], R [L, M, M] lower-triangular, m [M, L]. The values of
+    :func:`marginal_moments_plain`, with a triangular block product and a hand-written backward.
+    The block R_l[:M // 2, M // 2:] is never read (the result is R_lᵀA when it is zero, as for any
+    lower-triangular R) and its gradient is returned as zero: pass R as ``tril(...)`` (as
+    ``GPLayer.q`` does), whose backward drops the strict upper triangle's gradient.
+    """
+    return _MarginalMoments.apply(Lz_inv, K, R, m)
+
+
+def marginal_moments_plain(
+    Lz_inv: torch.Tensor, K: torch.Tensor, R: torch.Tensor, m: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`marginal_moments` as the formula reads (docs/math.md §2.3), differentiated by autograd."""
+    A = Lz_inv @ K  # [M, n]
+    RtA = R.mT @ A  # [L, M, n]
+    return A.T @ m, RtA.square().sum(1).T - A.square().sum(0).unsqueeze(-1)
+
+
+def joint_moments(At: torch.Tensor, R: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The joint conditional's moments less the prior covariance, per group of P points: from
+    Aᵀ [G, P, M], R [L, M, M] and m [M, L], the mean Aᵀm [G, P, L] and (R_lᵀA)ᵀ(R_lᵀA) [G, L, P, P].
+
+    The values of :func:`joint_moments_plain`; AᵀR_l is one [GP, M]·[M, M] GEMM per GP over all
+    groups instead of G·L small ones.
+    """
+    G, P, M = At.shape
+    AtR = (At.reshape(1, G * P, M) @ R).reshape(R.shape[0], G, P, M)  # (R_lᵀA)ᵀ [L, G, P, M]
+    return At @ m, (AtR @ AtR.mT).transpose(0, 1)
+
+
+def joint_moments_plain(At: torch.Tensor, R: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`joint_moments` as the formula reads (docs/math.md §2.2), differentiated by autograd."""
+    AtR = At.unsqueeze(1) @ R  # (R_lᵀA)ᵀ [G, L, P, M]
+    return At @ m, AtR @ AtR.mT

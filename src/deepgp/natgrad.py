@@ -3,14 +3,11 @@
 Natural parameters θ₁ = S⁻¹m, θ₂ = −½S⁻¹; expectation parameters η₁ = m, η₂ = S + mmᵀ. The
 natural gradient in θ is the ordinary gradient in η, so a step is θ ← θ + γ ∂F/∂η. The
 gradient in η comes from the same backward pass as everything else: :func:`natgrad_step_q` takes
-the layer's ∂F/∂(m, R) and applies the chain rule inside the step (training uses this); inside
-:func:`expectation_parameters` the layer reads (m, R) as functions of η leaves, so that autograd
-gives ∂F/∂η for :func:`natgrad_step` (the definition, and the tests' check of the chain rule).
+the layer's ∂F/∂(m, R) and applies the chain rule inside the step (training uses this). The
+definition it is checked against, autograd through η, is :func:`deepgp.reference.natgrad_step`.
 """
 
 from __future__ import annotations
-
-import contextlib
 
 import torch
 
@@ -21,30 +18,6 @@ from .linalg import CholeskyError
 class NaturalGradientError(RuntimeError):
     """The natural-gradient step could not be taken for many iterations in a row (the step γ is
     too large for the proposed precision to stay positive definite)."""
-
-
-@contextlib.contextmanager
-def expectation_parameters(layer: GPLayer):
-    """Within the block, the layer's q is a function of η₁ [M, L] and η₂ [L, M, M] (yielded).
-
-    η and the map to (m, R) are float64 whatever the model's dtype (η₂ − mmᵀ cancels).
-    """
-    dtype = layer.q_mu.dtype
-    with torch.no_grad():
-        m, R = (t.double() for t in layer.q())
-        S = R @ R.mT
-        eta1 = m.detach().clone().requires_grad_(True)
-        eta2 = (S + torch.einsum("ml,nl->lmn", m, m)).detach().clone().requires_grad_(True)
-    m_ = eta1
-    S_ = 0.5 * (eta2 + eta2.mT) - torch.einsum("ml,nl->lmn", m_, m_)
-    R_, info = torch.linalg.cholesky_ex(S_)
-    if bool(info.any()):
-        raise CholeskyError(f"q(v) covariance of {layer.name} is not positive definite")
-    layer._q_override = (m_.to(dtype), R_.to(dtype))
-    try:
-        yield eta1, eta2
-    finally:
-        layer._q_override = None
 
 
 def _whitened_mean(layer: GPLayer, m: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
@@ -82,30 +55,18 @@ def _natural_update(layer: GPLayer, R, D, w, Rt_g1, gamma: float, max_halvings: 
 
 
 @torch.no_grad()
-def natgrad_step(layer: GPLayer, grad_eta1: torch.Tensor, grad_eta2: torch.Tensor, gamma: float, max_halvings: int = 6) -> float:
-    """θ ← θ + γ ∂F/∂η (ascent on F), written back to the layer's (q_mu, q_sqrt).
-
-    ∂F/∂η₁ [M, L], ∂F/∂η₂ [L, M, M]. If the updated −2θ₂ is not positive definite the step is
-    halved (at most ``max_halvings`` times); returns the γ actually used (0.0 when no step could
-    be taken).
-    """
-    m, R = (t.double() for t in layer.q())
-    g2 = grad_eta2.double()
-    D = R.mT @ (0.5 * (g2 + g2.mT)) @ R
-    Rt_g1 = R.mT @ grad_eta1.double().T.unsqueeze(-1)
-    return _natural_update(layer, R, D, _whitened_mean(layer, m, R), Rt_g1, gamma, max_halvings)
-
-
-@torch.no_grad()
 def natgrad_step_q(layer: GPLayer, grad_m: torch.Tensor, grad_R: torch.Tensor, gamma: float, max_halvings: int = 6) -> float:
-    """The same step as :func:`natgrad_step` from the gradients of F in the layer's own
-    parameters, ∂F/∂m [M, L] and ∂F/∂R [L, M, M] (R = tril(q_sqrt)), as one backward pass gives
-    them (training uses this).
+    """θ ← θ + γ ∂F/∂η (ascent on F), written back to the layer's (q_mu, q_sqrt), from the
+    gradients of F in the layer's own parameters, ∂F/∂m [M, L] and ∂F/∂R [L, M, M]
+    (R = tril(q_sqrt)), as one backward pass gives them (training uses this).
+
+    If the updated −2θ₂ is not positive definite the step is halved (at most ``max_halvings``
+    times); returns the γ actually used (0.0 when no step could be taken).
 
     The chain rule, in R's frame: S = η₂ − η₁η₁ᵀ and dR = RΦ(R⁻¹dSR⁻ᵀ) (Φ: the lower triangle,
     diagonal halved) give Rᵀ(∂F/∂η₂)R = ½(P + Pᵀ) with P = Φ(Rᵀ∂F/∂R), and
-    Rᵀ∂F/∂η₁ = Rᵀ∂F/∂m − (P + Pᵀ)R⁻¹m. Checked against autograd through
-    :func:`expectation_parameters` in the tests.
+    Rᵀ∂F/∂η₁ = Rᵀ∂F/∂m − (P + Pᵀ)R⁻¹m. The tests check it against
+    :func:`deepgp.reference.natgrad_step`, the step from ∂F/∂η by autograd.
     """
     m, R = (t.double() for t in layer.q())
     P = (R.mT @ grad_R.double()).tril_()

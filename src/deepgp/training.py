@@ -24,6 +24,7 @@ from .config import TrainConfig
 from .linalg import seeded
 from .model import check_parameters
 from .natgrad import NaturalGradientError, natgrad_step_q
+from .runtime import settle_heap
 from .validation import as_xy, check_magnitude, check_positive_int
 
 # this many natural-gradient steps skipped in a row (no step size down to γ/64 kept q(v) valid) stop
@@ -43,22 +44,6 @@ class _Batches:
             self.buffer = torch.cat([self.buffer, torch.randperm(self.n)])
         idx, self.buffer = self.buffer[: self.batch_size], self.buffer[self.batch_size :]
         return idx
-
-
-# glibc gives the top of its heap back to the OS whenever more than its trim threshold is free
-# there, and each page of it used again page-faults on first touch. An IW step frees its whole
-# graph at its end: 600-1,500 faults per LV-GP-GP-GP step, 2-7 ms of kernel time per ~170 ms
-# step on the 2-core VM of benchmarks/README.md. glibc raises the trim threshold itself (to
-# twice the block, at most 2 × 32 MiB) when it frees a large mmapped block; allocating and
-# freeing one such block before the loop gets there at once: ~20 faults per step after it.
-# No setting is changed (under any other allocator this is a plain allocation), and the block
-# is never touched, so it costs nothing.
-_GLIBC_MMAP_THRESHOLD_MAX = 32 << 20
-
-
-def _settle_heap(device: torch.device) -> None:
-    if device.type == "cpu":
-        torch.empty(_GLIBC_MMAP_THRESHOLD_MAX - (1 << 20), dtype=torch.uint8)  # allocated and freed at once
 
 
 def _adam(params, lr: float) -> torch.optim.Adam:
@@ -159,7 +144,7 @@ def fit(
                     history=torch.tensor(history, dtype=torch.float64), iteration=len(history),
                     batches=batches.buffer, rng=torch.get_rng_state(), fingerprint=fingerprint, **cuda_rng()))
 
-        _settle_heap(model.device)
+        settle_heap(model.device)  # deepgp.runtime: fewer page faults per step; DEEPGP_SETTLE_HEAP=0 opts out
         bar = tqdm(total=iterations, initial=start, disable=not progress, desc=f"{model.spec} {method}", leave=False)
         model.train()
         for t in range(start, iterations):

@@ -1,9 +1,17 @@
+import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence
 
 from deepgp.kernels import RBF
 from deepgp.layers import GPLayer
-from deepgp.linalg import CholeskyError, cholesky
+from deepgp.linalg import (
+    CholeskyError,
+    cholesky,
+    gram_plain,
+    inverse_cholesky_plain,
+    joint_moments_plain,
+    marginal_moments_plain,
+)
 
 torch.manual_seed(0)
 
@@ -113,26 +121,37 @@ def test_cholesky_retries_with_more_jitter_only_where_needed():
     assert torch.isfinite(L).all()
 
 
-def test_marginal_conditional_gradients_match_autograd_of_the_plain_formula():
-    """The marginal path's hand-written backward (GPLayer.conditional, full_cov=False) against
-    autograd through the textbook expression, for every parameter and the inputs."""
+def plain_conditional(layer, H, full_cov):
+    """GPLayer.conditional with every fast path replaced by its plain formula (deepgp.linalg's
+    ``*_plain``) and the kernel matrices computed apart (not by the layer's one-call _whiten)."""
+    k, Z = layer.kernel, layer.Z
+    G, P, D = H.shape
+    m, R = layer.q()
+    Lz_inv = inverse_cholesky_plain(k.K(Z, Z), layer.jitter)
+    Hf = H.reshape(-1, D)
+    if full_cov:
+        At = (k.K(Hf, Z) @ Lz_inv.mT).reshape(G, P, -1)
+        mean, RtA_gram = joint_moments_plain(At, R, m)
+        return mean, (k.K(H, H) - gram_plain(At)).unsqueeze(1) + RtA_gram
+    mean, var = marginal_moments_plain(Lz_inv, k.K(Z, Hf), R, m)
+    return mean.reshape(G, P, -1), (var + k.K_diag(Hf).unsqueeze(-1)).reshape(G, P, -1)
+
+
+@pytest.mark.parametrize("full_cov", [False, True])
+def test_conditional_and_its_gradients_match_the_plain_formula(full_cov):
+    """Both cases of GPLayer.conditional (the fast paths, hand-written backward passes included)
+    against autograd through the plain formula, for every parameter and the inputs."""
     layer = random_layer(M=7, D=2, L=3)
-    H = torch.randn(5, 1, 2, dtype=torch.float64, requires_grad=True)
-    g_mean, g_var = torch.randn(5, 1, 3, dtype=torch.float64), torch.randn(5, 1, 3, dtype=torch.float64)
+    H = torch.randn(5, 2, 2, dtype=torch.float64, requires_grad=True)
     params = [H, layer.Z, layer.q_mu, layer.q_sqrt, *layer.kernel.parameters()]
-
-    def plain():
-        k, Z = layer.kernel, layer.Z
-        Lz = torch.linalg.cholesky(k.K(Z, Z) + layer.jitter * torch.eye(7, dtype=torch.float64))
-        A = torch.linalg.solve_triangular(Lz, k.K(Z, H[:, 0]), upper=False)  # [M, n]
-        m, R = layer.q_mu, torch.tril(layer.q_sqrt)
-        RtA = R.mT @ A  # [L, M, n]
-        var = k.K_diag(H[:, 0]).unsqueeze(-1) - A.square().sum(0).unsqueeze(-1) + RtA.square().sum(1).T
-        return (A.T @ m).unsqueeze(1), var.unsqueeze(1)
-
-    grads = []
-    for moments in (plain, lambda: layer.conditional(H)):
+    grads, outputs = [], []
+    for moments in (lambda: plain_conditional(layer, H, full_cov), lambda: layer.conditional(H, full_cov)):
         mean, var = moments()
+        g = torch.Generator().manual_seed(1)
+        g_mean, g_var = torch.randn(mean.shape, generator=g, dtype=torch.float64), torch.randn(var.shape, generator=g, dtype=torch.float64)
+        outputs.append((mean, var))
         grads.append(torch.autograd.grad((mean * g_mean).sum() + (var * g_var).sum(), params))
+    for out, out_ref in zip(outputs[1], outputs[0]):
+        torch.testing.assert_close(out, out_ref, rtol=1e-9, atol=1e-10)
     for g, g_ref in zip(*grads[::-1]):
         torch.testing.assert_close(g, g_ref, rtol=1e-8, atol=1e-10)

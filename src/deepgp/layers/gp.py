@@ -18,64 +18,16 @@ import torch
 from torch import nn
 
 from ..kernels import Stationary
-from ..linalg import DEFAULT_JITTER, cholesky, gram, inverse_cholesky, matmul_nt, standard_normal
-
-
-class _MarginalMoments(torch.autograd.Function):
-    """The marginal path's products and moments, with a backward written for this machine class.
-
-    Forward: A = Lz⁻¹K [M, n] from Lz⁻¹ [M, M] and K = K(Z, H) [M, n], then R_lᵀA for all L GPs
-    (R [L, M, M] must be lower-triangular: the block R_l[:h, h:] is never read, so the result is
-    R_lᵀA only when that block is zero); returns mean = Aᵀm [n, L] and ||R_lᵀa_n||² − ||a_n||²
-    [n, L] (the variance less k(h, h)).
-
-    R_lᵀA is a triangular product, computed on 2×2 blocks (h = M // 2 rows on top):
-        top_l = R_l[:, :h]ᵀ A      [h, n]       bottom_l = R_l[h:, h:]ᵀ A[h:]      [M − h, n]
-    each stacked over l into one GEMM: ¾ of the dense FLOPs, forward and backward (the zero block
-    R_l[:h, h:] is skipped). The norms sum over rows, so top and bottom need not be re-joined.
-    Two products (A, then R_lᵀA) rather than one of [Lz⁻¹; R_lᵀLz⁻¹] with K: forming R_lᵀLz⁻¹
-    cost a sixth more FLOPs at B = 512. The backward builds the gradients of A and R_lᵀA in
-    contiguous buffers; autograd's graph of the same expression concatenated the split's
-    gradients and added the square, expand and multiply passes of each norm.
-    """
-
-    @staticmethod
-    def forward(ctx, Lz_inv, K, R, m):
-        (M, L), n = m.shape, K.shape[-1]
-        h = M // 2
-        A = Lz_inv @ K
-        # copies of R's two lower blocks, transposed and stacked over l: one GEMM each
-        top_t = R[:, :, :h].mT.reshape(L * h, M)
-        bot_t = R[:, h:, h:].mT.reshape(L * (M - h), M - h)
-        top, bot = (top_t @ A).view(L, h, n), (bot_t @ A[h:]).view(L, M - h, n)
-        ctx.save_for_backward(Lz_inv, K, top_t, bot_t, m, A, top, bot)
-        var = top.square().sum(1) + bot.square().sum(1)  # ||R_lᵀa_n||² [L, n]
-        return A.T @ m, var.T - A.square().sum(0).unsqueeze(-1)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, g_mean, g_var):
-        Lz_inv, K, top_t, bot_t, m, A, top, bot = ctx.saved_tensors
-        (M, L), n = m.shape, A.shape[-1]
-        h = M // 2
-        # ∂/∂(R_lᵀA) = 2 R_lᵀA · g_var_l; the scale made contiguous first: broadcasting the
-        # transposed [L, n] view over M makes the multiply a strided scalar loop (4× slower)
-        scale = (2.0 * g_var.T).contiguous().unsqueeze(1)
-        g_top, g_bot = (top * scale).view(L * h, n), (bot * scale).view(L * (M - h), n)
-        gA = torch.addmm(m @ g_mean.T, top_t.T, g_top)  # from mean = Aᵀm and from the top blocks
-        gA[h:].addmm_(bot_t.T, g_bot)  # from the bottom blocks
-        gA.addcmul_(A, g_var.sum(1), value=-2.0)  # from −||a_n||², shared by the L GPs
-        gLz_inv = gA @ K.T if ctx.needs_input_grad[0] else None
-        gK = Lz_inv.T @ gA if ctx.needs_input_grad[1] else None
-        gR = None
-        if ctx.needs_input_grad[2]:
-            # ∂/∂R_l = A(∂/∂R_lᵀA)ᵀ block by block, each as column blocks of one product: this
-            # orientation ran 0.77× the time of (∂/∂R_lᵀA)Aᵀ here (MKL, 1 thread)
-            gR = A.new_zeros(L, M, M)
-            gR[:, :, :h] = (A @ g_top.T).view(M, L, h).transpose(0, 1)
-            gR[:, h:, h:] = (A[h:] @ g_bot.T).view(M - h, L, M - h).transpose(0, 1)
-        gm = A @ g_mean if ctx.needs_input_grad[3] else None
-        return gLz_inv, gK, gR, gm
+from ..linalg import (
+    DEFAULT_JITTER,
+    cholesky,
+    gram,
+    inverse_cholesky,
+    joint_moments,
+    marginal_moments,
+    matmul_nt,
+    standard_normal,
+)
 
 
 class GPLayer(nn.Module):
@@ -122,14 +74,10 @@ class GPLayer(nn.Module):
             self.register_buffer("W", projection.clone())
         self.jitter = jitter
         self.name = name
-        # set by natgrad.expectation_parameters: (m, R) as functions of the expectation parameters
-        self._q_override: tuple[torch.Tensor, torch.Tensor] | None = None
 
     # -- variational distribution -------------------------------------------------------------
     def q(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(m [M, L], R [L, M, M] lower-triangular) of the whitened q(v) = N(m, RRᵀ)."""
-        if self._q_override is not None:
-            return self._q_override
         return self.q_mu, torch.tril(self.q_sqrt)
 
     def kl(self) -> torch.Tensor:
@@ -139,13 +87,12 @@ class GPLayer(nn.Module):
         return 0.5 * (R.square().sum() + m.square().sum() - self.num_gps * self.num_inducing - logdet)
 
     # -- the conditional ----------------------------------------------------------------------
-    # Layouts: the marginal path keeps A = Lz⁻¹K(Z, H) as [M, GP] and R_lᵀA as two GEMMs over
-    # all L GPs, the triangular product's blocks (_MarginalMoments); the joint path keeps Aᵀ as
-    # [G, P, M] so per-group products are batched GEMMs on contiguous memory (no permuted copies
-    # of [GP, M] tensors in the hot path).
-    # Lz⁻¹ is formed explicitly (linalg.inverse_cholesky, an M×M triangular solve per step): a
-    # GEMM with it is faster here than a triangular solve with GP right-hand sides.
-    # cond(Lz) ≤ ~1e4 with the 1e-6 jitter, harmless in float64.
+    # Each case of the conditional is the formula of docs/math.md §2.2 in the layout that is fast
+    # for it (docs/paper-vs-code.md §6.3–6.4): the marginal path keeps A = Lz⁻¹K(Z, H) as [M, GP]
+    # for linalg.marginal_moments; the joint path keeps Aᵀ as [G, P, M], so that per-group
+    # products are batched GEMMs on contiguous memory. Lz⁻¹ is formed explicitly
+    # (linalg.inverse_cholesky): a GEMM with it is faster than a triangular solve with GP
+    # right-hand sides, and cond(Lz) ≤ ~1e4 with the 1e-6 jitter is harmless in float64.
     def _Lz_inv(self, Kzz: torch.Tensor | None = None) -> torch.Tensor:
         """Lz⁻¹ [M, M] (lower-triangular), Lz the Cholesky factor of K(Z, Z) (``Kzz`` where given).
 
@@ -161,10 +108,8 @@ class GPLayer(nn.Module):
         """Lz⁻¹ [M, M] and K(Z, H) [M, GP] (``point_major``: K(H, Z) [GP, M]) for H [G, P, D_in].
 
         In float64 one kernel call gives both: K(Z, Z) is the first M columns (rows) of
-        K(Z, [Z; H]) (K([Z; H], Z)). Two calls dispatched the kernel's ≈ 60 operations (forward and
-        backward) twice per layer; one call made the GP-GP-GP VI forward + backward 0.96× at 2
-        threads (commit 9d5fb88). In float32 K(Z, Z) is its own float64
-        call (:meth:`_Lz_inv`).
+        K(Z, [Z; H]) (K([Z; H], Z)), so the kernel's operations are dispatched once per layer, not
+        twice (commit 9d5fb88). In float32 K(Z, Z) is its own float64 call (:meth:`_Lz_inv`).
         """
         Hf = H.reshape(-1, H.shape[-1])
         with_zz = self.Z.dtype == torch.float64
@@ -180,8 +125,8 @@ class GPLayer(nn.Module):
         """Aᵀ = K(H, Z)Lz⁻ᵀ [G, P, M] (point-major, for the per-group products of the joint path)
         and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
         G, P, _ = H.shape
-        # K(H, Z) [GP, M] straight from the kernel: forming Aᵀ as K(Z, H)ᵀLz⁻ᵀ would be a GEMM of
-        # two transposed operands, 3× slower than this one (measured, 2560×128×128)
+        # K(H, Z) [GP, M] straight from the kernel: Aᵀ as K(Z, H)ᵀLz⁻ᵀ would be a GEMM of two
+        # transposed operands, a slow layout (commit 30aca33)
         Lz_inv, Khz = self._whiten(H, point_major=True)
         At = (Khz @ Lz_inv.mT).reshape(G, P, -1)
         if full_cov:
@@ -191,23 +136,26 @@ class GPLayer(nn.Module):
         return At, Q
 
     def conditional(self, H: torch.Tensor, full_cov: bool = False):
-        """Moments of the L GP values g at H [G, P, D_in] under q.
+        """Moments of the L GP values g at H [G, P, D_in] under q (docs/math.md §2.2):
+
+            A = Lz⁻¹K_ZH,   mean_l = Aᵀm_l,   cov_l = Q + (R_lᵀA)ᵀ(R_lᵀA),   Q = K_HH − AᵀA.
 
         Returns mean [G, P, L] and either the marginal variances [G, P, L] or, with
-        ``full_cov=True``, the covariance across the P points of each group [G, L, P, P].
+        ``full_cov=True``, the covariance across the P points of each group [G, L, P, P]. Each
+        case computes that formula in its fast layout; the plain versions are
+        :func:`~deepgp.linalg.joint_moments_plain` and :func:`~deepgp.linalg.marginal_moments_plain`.
         """
         H = self._check_input(H)
         G, P, _ = H.shape
         m, R = self.q()
-        L = self.num_gps
         if full_cov:
-            At, Q = self._prior_conditional(H, True)
-            AtR = (At.reshape(1, G * P, -1) @ R).reshape(L, G, P, -1)  # (R_lᵀA)ᵀ for every GP
-            return At @ m, Q.unsqueeze(1) + (AtR @ AtR.mT).transpose(0, 1)
-        Lz_inv, Kzx = self._whiten(H)
-        mean, var = _MarginalMoments.apply(Lz_inv, Kzx, R, m)
-        var = var + self.kernel.K_diag(H).reshape(-1, 1)
-        return mean.reshape(G, P, L), var.reshape(G, P, L)
+            At, Q = self._prior_conditional(H, True)  # Aᵀ [G, P, M], Q = K_HH − AᵀA [G, P, P]
+            mean, RtA_gram = joint_moments(At, R, m)  # Aᵀm, (R_lᵀA)ᵀ(R_lᵀA) [G, L, P, P]
+            return mean, Q.unsqueeze(1) + RtA_gram
+        Lz_inv, Kzh = self._whiten(H)  # A = Lz⁻¹K_ZH is formed by marginal_moments
+        mean, var = marginal_moments(Lz_inv, Kzh, R, m)  # Aᵀm, ‖R_lᵀa‖² − ‖a‖² for each column a of A
+        var = var + self.kernel.K_diag(H).reshape(-1, 1)  # + k(h, h): the diagonal of Q + (R_lᵀA)ᵀ(R_lᵀA)
+        return mean.reshape(G, P, self.num_gps), var.reshape(G, P, self.num_gps)
 
     def sample(self, H: torch.Tensor, full_cov: bool = False) -> torch.Tensor:
         """One draw of the L GP values per group, g [G, P, L].
