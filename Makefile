@@ -34,7 +34,7 @@ $(MIN_VENV)/.installed: pyproject.toml .ci/min-versions.txt
 	python3 -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/pip install -q --upgrade pip
 	$(MIN_VENV)/bin/pip install -q torch==2.13.0
-	$(MIN_VENV)/bin/pip install -q -c .ci/min-versions.txt -e '.[dev]' -r .ci/min-versions.txt
+	$(MIN_VENV)/bin/pip install -q -e '.[dev]' -r .ci/min-versions.txt
 	touch $(MIN_VENV)/.installed
 
 test-min: $(MIN_VENV)/.installed
