@@ -168,7 +168,8 @@ def _exit_status(err: BaseException) -> tuple[int, str]:
 
 
 def debugging() -> bool:
-    """Whether tracebacks are wanted: ``--debug`` (which sets it) or ``DEEPGP_DEBUG`` set to anything but 0/false/no/off."""
+    """Whether tracebacks are wanted: ``--debug`` (which sets it) or ``DEEPGP_DEBUG`` set to anything
+    but 0/false/no/off."""
     return os.environ.get(DEBUG_ENV, "").strip().lower() not in OFF
 
 
