@@ -33,17 +33,12 @@ def main(checkout: str, spec: str = "LV-GP-GP", method: str = "iw") -> None:
     X, Y, Xt, Yt = split(DATA)
     model = deepgp.DeepGP.from_spec(spec, X, Y, num_inducing=64, seed=0)
     start = time.time()
-    deepgp.fit(
-        model, X, Y, method=method, num_samples=5 if method == "iw" else 1, iterations=2000, seed=0, progress=False
-    )
+    deepgp.fit(model, X, Y, method=method, num_samples=5 if method == "iw" else 1, iterations=2000, seed=0,
+               progress=False)
     seconds = time.time() - start
     logp = float(model.predictive_log_density(Xt, Yt, 2000, seed=0).mean())
-    print(
-        json.dumps(
-            dict(code=checkout, file=deepgp.__file__, spec=spec, method=method, seconds=round(seconds, 1), mixture=logp)
-        ),
-        flush=True,
-    )
+    print(json.dumps(dict(code=checkout, file=deepgp.__file__, spec=spec, method=method, seconds=round(seconds, 1),
+                          mixture=logp)), flush=True)
 
 
 if __name__ == "__main__":

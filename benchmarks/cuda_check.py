@@ -78,32 +78,14 @@ def _fit_and_evaluate(spec, data, device, iterations, threads=4, seed=0) -> dict
     history = deepgp.fit(model, data.X_train, data.Y_train, "iw", 5, iterations=iterations, seed=seed, progress=False)
     seconds = time.perf_counter() - t0
     metrics = split_metrics(model, data.X_test, data.Y_test, 2000, 100, seed=0)
-    return dict(
-        device=str(device),
-        seed=seed,
-        iterations=iterations,
-        train_s=seconds,
-        bound_last50=float(np.mean(history[-50:])),
-        **metrics,
-    )
+    return dict(device=str(device), seed=seed, iterations=iterations, train_s=seconds,
+                bound_last50=float(np.mean(history[-50:])), **metrics)
 
 
 def _start_cpu_reference(args, seed: int) -> subprocess.Popen:
     """The same fit on the CPU, in a process of its own (``--threads`` torch threads) running meanwhile."""
-    cmd = [
-        sys.executable,
-        __file__,
-        "--data-dir",
-        str(args.data_dir),
-        "--out",
-        str(OUT),
-        "--cpu-reference",
-        str(args.iterations),
-        "--seed",
-        str(seed),
-        "--threads",
-        str(args.threads),
-    ]
+    cmd = [sys.executable, __file__, "--data-dir", str(args.data_dir), "--out", str(OUT), "--cpu-reference",
+           str(args.iterations), "--seed", str(seed), "--threads", str(args.threads)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
 
 
@@ -127,15 +109,8 @@ def stage_seeds(args) -> None:
         res["cpu"].append(rec["test_loglik_mixture"])
     a, b = np.array(res["cuda"]), np.array(res["cpu"])
     se = float(np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)))
-    emit(
-        stage="seeds",
-        what="agreement",
-        cuda_mean=float(a.mean()),
-        cpu_mean=float(b.mean()),
-        diff=float(a.mean() - b.mean()),
-        se=se,
-        ok=bool(abs(a.mean() - b.mean()) < 3 * se + 0.02),
-    )
+    emit(stage="seeds", what="agreement", cuda_mean=float(a.mean()), cpu_mean=float(b.mean()),
+         diff=float(a.mean() - b.mean()), se=se, ok=bool(abs(a.mean() - b.mean()) < 3 * se + 0.02))
 
 
 def stage_check(args) -> None:
@@ -170,23 +145,10 @@ def stage_check(args) -> None:
             draws[name] = (float(b.mean()), float(b.std() / np.sqrt(len(b))))
     diff = draws["cuda"][0] - draws["cpu"][0]
     se = float(np.hypot(draws["cuda"][1], draws["cpu"][1]))
-    emit(
-        stage="check",
-        what="deterministic",
-        conditional_max_abs_diff=worst,
-        kl_abs_diff=kl_diff,
-        loglik_abs_diff=lik_diff,
-        ok=bool(worst < 1e-8 and kl_diff < 1e-8 and lik_diff < 1e-6),
-    )
-    emit(
-        stage="check",
-        what="iw_bound_distribution",
-        cpu=draws["cpu"],
-        cuda=draws["cuda"],
-        diff=diff,
-        se=se,
-        ok=bool(abs(diff) < 4 * se),
-    )
+    emit(stage="check", what="deterministic", conditional_max_abs_diff=worst, kl_abs_diff=kl_diff,
+         loglik_abs_diff=lik_diff, ok=bool(worst < 1e-8 and kl_diff < 1e-8 and lik_diff < 1e-6))
+    emit(stage="check", what="iw_bound_distribution", cpu=draws["cpu"], cuda=draws["cuda"], diff=diff, se=se,
+         ok=bool(abs(diff) < 4 * se))
 
     fitted = _fit_and_evaluate("LV-GP-GP", data, DEV, args.iterations)
     emit(stage="check", what="fit_cuda", **fitted)
@@ -204,20 +166,12 @@ def stage_check(args) -> None:
         path = Path(tmp) / "reg.safetensors"
         reg.save(path)
         back = deepgp.DeepGPRegressor.load(path, device="cpu")
-    same = all(
-        torch.equal(a.detach().cpu(), b.detach())
-        for a, b in zip(reg.model_.state_dict().values(), back.model_.state_dict().values())
-    )
+    same = all(torch.equal(a.detach().cpu(), b.detach()) for a, b in
+               zip(reg.model_.state_dict().values(), back.model_.state_dict().values()))
     cpu_score = back.score(data.X_test[:100], data.Y_test[:100, 0])
-    emit(
-        stage="check",
-        what="regressor",
-        pred_finite=bool(np.isfinite(pred).all()),
-        score_cuda=score,
-        score_cpu_after_load=cpu_score,
-        params_identical_after_load=same,
-        ok=bool(np.isfinite(pred).all()) and same and abs(score - cpu_score) < 0.1,
-    )
+    emit(stage="check", what="regressor", pred_finite=bool(np.isfinite(pred).all()), score_cuda=score,
+         score_cpu_after_load=cpu_score, params_identical_after_load=same,
+         ok=bool(np.isfinite(pred).all()) and same and abs(score - cpu_score) < 0.1)
 
 
 def stage_steps(args) -> None:
@@ -232,26 +186,18 @@ def stage_steps(args) -> None:
             stamps.append(time.perf_counter())
 
         reset_peak()
-        deepgp.fit(
-            model, X, Y, method, K, iterations=args.warmup + args.steps, batch_size=512, progress=False, callback=tick
-        )
-        steps = np.diff(stamps)[args.warmup :]
-        emit(
-            stage="steps",
-            model=spec,
-            method=method,
-            num_samples=K,
-            median_s=float(np.median(steps)),
-            q1_s=float(np.percentile(steps, 25)),
-            q3_s=float(np.percentile(steps, 75)),
-            timed=len(steps),
-            peak_gpu_mb=peak_mb(),
-        )
+        deepgp.fit(model, X, Y, method, K, iterations=args.warmup + args.steps, batch_size=512, progress=False,
+                   callback=tick)
+        steps = np.diff(stamps)[args.warmup:]
+        emit(stage="steps", model=spec, method=method, num_samples=K, median_s=float(np.median(steps)),
+             q1_s=float(np.percentile(steps, 25)), q3_s=float(np.percentile(steps, 75)), timed=len(steps),
+             peak_gpu_mb=peak_mb())
 
 
 def stage_predict(args) -> None:
     data = load_split("kin8nm", 0, args.data_dir, test_limit=None)
-    model = deepgp.DeepGP.from_spec("LV-GP-GP-GP", data.X_train, data.Y_train, num_inducing=128, seed=0, device=DEV)
+    model = deepgp.DeepGP.from_spec("LV-GP-GP-GP", data.X_train, data.Y_train, num_inducing=128, seed=0,
+                                    device=DEV)
     deepgp.fit(model, data.X_train, data.Y_train, "iw", 5, iterations=20, progress=False)
     n = args.predict_points
     X = np.resize(data.X_test, (n, data.X_test.shape[1]))
@@ -262,25 +208,16 @@ def stage_predict(args) -> None:
     t0 = time.perf_counter()
     lp = model.predictive_log_density(X, Y, num_samples=2000)
     sync()
-    emit(
-        stage="predict",
-        points=n,
-        samples=2000,
-        seconds=time.perf_counter() - t0,
-        peak_gpu_mb=peak_mb(),
-        mean_log_density=float(np.mean(lp)),
-    )
+    emit(stage="predict", points=n, samples=2000, seconds=time.perf_counter() - t0,
+         peak_gpu_mb=peak_mb(), mean_log_density=float(np.mean(lp)))
 
 
 def main(argv=None) -> None:
     global OUT, DEV
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", required=True)
-    p.add_argument(
-        "--out",
-        default=str(Path(__file__).resolve().parent / "results"),
-        help="folder of cuda_check.jsonl (default: benchmarks/results)",
-    )
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"),
+                   help="folder of cuda_check.jsonl (default: benchmarks/results)")
     p.add_argument("--stages", default="check,steps,predict")
     p.add_argument("--iterations", type=int, default=1000, help="training iterations of the check's fits")
     p.add_argument("--warmup", type=int, default=20)
@@ -296,15 +233,12 @@ def main(argv=None) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     if args.cpu_reference is not None:
         data = load_split("kin8nm", 0, args.data_dir, test_limit=500)
-        print(
-            json.dumps(
-                _fit_and_evaluate("LV-GP-GP", data, "cpu", args.cpu_reference, threads=args.threads, seed=args.seed)
-            ),
-            flush=True,
-        )
+        print(json.dumps(_fit_and_evaluate("LV-GP-GP", data, "cpu", args.cpu_reference, threads=args.threads,
+                                           seed=args.seed)), flush=True)
         return
     gpu = torch.cuda.get_device_name(0) if DEV.startswith("cuda") else "none"
-    emit(stage="info", device=DEV, torch=torch.__version__, cuda=torch.version.cuda, gpu=gpu, deepgp=deepgp.__version__)
+    emit(stage="info", device=DEV, torch=torch.__version__, cuda=torch.version.cuda, gpu=gpu,
+         deepgp=deepgp.__version__)
     for stage in args.stages.split(","):
         t0 = time.perf_counter()
         try:

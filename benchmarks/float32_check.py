@@ -42,22 +42,13 @@ def main(argv=None) -> None:
     with torch.no_grad(), seeded(1):
         bounds = [float(model.elbo(data.X_train, data.Y_train, "iw", 5)) for _ in range(20)]
     logp = float(model.predictive_log_density(data.X_test, data.Y_test, 2000, seed=0).mean())
-    print(
-        json.dumps(
-            dict(
-                dtype=args.dtype,
-                dataset=args.dataset,
-                iterations=args.iterations,
-                train_seconds=round(seconds, 1),
-                ms_per_iteration=round(1e3 * seconds / args.iterations, 1),
-                training_bound_last50=float(np.mean(history[-50:])),
-                bound_float64_mean=float(np.mean(bounds)),
-                bound_float64_se=float(np.std(bounds) / np.sqrt(len(bounds))),
-                test_loglik_mixture=logp,
-            )
-        ),
-        flush=True,
-    )
+    print(json.dumps(dict(dtype=args.dtype, dataset=args.dataset, iterations=args.iterations,
+                          train_seconds=round(seconds, 1),
+                          ms_per_iteration=round(1e3 * seconds / args.iterations, 1),
+                          training_bound_last50=float(np.mean(history[-50:])),
+                          bound_float64_mean=float(np.mean(bounds)),
+                          bound_float64_se=float(np.std(bounds) / np.sqrt(len(bounds))), test_loglik_mixture=logp)),
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -84,13 +84,9 @@ def worker(model_name: str, threads: int, dataset: str, steps: int, replays: int
     class Record(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if func in products:
-                calls.append(
-                    (
-                        func,
-                        [(a.shape, a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a for a in args],
-                        kwargs or {},
-                    )
-                )
+                calls.append((func,
+                              [(a.shape, a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a for a in args],
+                              kwargs or {}))
             return func(*args, **(kwargs or {}))
 
     with Record():
@@ -127,26 +123,14 @@ def worker(model_name: str, threads: int, dataset: str, steps: int, replays: int
             call()
             ts.append((time.perf_counter() - t0) * 1e3)
         key = f"{func.__name__.split('.')[0]} " + " · ".join(
-            f"{list(a[0])}{'ᵀ' if len(a[1]) >= 2 and a[1][-1] != 1 else ''}" for a in factors(func, layouts)
-        )
+            f"{list(a[0])}{'ᵀ' if len(a[1]) >= 2 and a[1][-1] != 1 else ''}" for a in factors(func, layouts))
         entry = by_layout.setdefault(key, [0, 0.0])
         entry[0] += 1
         entry[1] += statistics.median(ts)
     top = sorted(by_layout.items(), key=lambda kv: -kv[1][1])
-    common.emit(
-        dict(
-            model=model_name,
-            method=method,
-            threads=threads,
-            dataset=dataset,
-            blas=blas,
-            products=len(calls),
-            gemm_gflop=flops / 1e9,
-            step_ms=step_ms,
-            gemm_ms=gemm_ms,
-            by_layout=[dict(product=k, calls=c, ms=ms) for k, (c, ms) in top],
-        )
-    )
+    common.emit(dict(model=model_name, method=method, threads=threads, dataset=dataset, blas=blas, products=len(calls),
+                     gemm_gflop=flops / 1e9, step_ms=step_ms, gemm_ms=gemm_ms,
+                     by_layout=[dict(product=k, calls=c, ms=ms) for k, (c, ms) in top]))
 
 
 def main(argv=None) -> None:
@@ -156,13 +140,8 @@ def main(argv=None) -> None:
     p.add_argument("--dataset", default="kin8nm")
     p.add_argument("--steps", type=int, default=60, help="timed fit iterations (after 10 warm-up)")
     p.add_argument("--replays", type=int, default=30, help="replays of the recorded products")
-    p.add_argument(
-        "--by-layout",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also list the N costliest (product, layout) groups, each product timed alone",
-    )
+    p.add_argument("--by-layout", type=int, default=0, metavar="N",
+                   help="also list the N costliest (product, layout) groups, each product timed alone")
     p.add_argument("--blas", default="torch", help="comma list of torch (MKL), numpy (OpenBLAS): whose BLAS replays")
     p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -175,41 +154,23 @@ def main(argv=None) -> None:
     blases = [b.strip() for b in args.blas.split(",")]
     if set(blases) - {"torch", "numpy"}:
         p.error(f"--blas: choose from torch, numpy (got {args.blas})")
-    print(
-        "| model | method | threads | BLAS | products per step | GEMM GFLOP | step ms (fit, median) "
-        "| products alone ms | products / step | rest ms |"
-    )
+    print("| model | method | threads | BLAS | products per step | GEMM GFLOP | step ms (fit, median) "
+          "| products alone ms | products / step | rest ms |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for t in (int(x) for x in args.threads.split(",")):
         for m, b in ((m, b) for m in models for b in blases):
-            cmd = [
-                sys.executable,
-                __file__,
-                "--worker",
-                m,
-                str(t),
-                b,
-                "--dataset",
-                args.dataset,
-                "--steps",
-                str(args.steps),
-                "--replays",
-                str(args.replays),
-            ]
+            cmd = [sys.executable, __file__, "--worker", m, str(t), b, "--dataset", args.dataset,
+                   "--steps", str(args.steps),
+                   "--replays", str(args.replays)]
             out = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
             if out.returncode != 0:
-                print(
-                    f"| {m} | | {t} | {b} | "
-                    f"failed: {out.stderr.strip().splitlines()[-1] if out.stderr else out.returncode} |"
-                )
+                print(f"| {m} | | {t} | {b} | "
+                      f"failed: {out.stderr.strip().splitlines()[-1] if out.stderr else out.returncode} |")
                 continue
             r = common.last_json(out.stdout)
-            print(
-                f"| {m} | {r['method'].upper()} | {t} | {b} | {r['products']} | {r['gemm_gflop']:.3f} | "
-                f"{r['step_ms']:.1f} | "
-                f"{r['gemm_ms']:.1f} | {r['gemm_ms'] / r['step_ms']:.2f} | {r['step_ms'] - r['gemm_ms']:.1f} |",
-                flush=True,
-            )
+            print(f"| {m} | {r['method'].upper()} | {t} | {b} | {r['products']} | {r['gemm_gflop']:.3f} "
+                  f"| {r['step_ms']:.1f} | {r['gemm_ms']:.1f} | {r['gemm_ms'] / r['step_ms']:.2f} "
+                  f"| {r['step_ms'] - r['gemm_ms']:.1f} |", flush=True)
             for g in r["by_layout"][: args.by_layout]:
                 print(f"|   {g['product']} | | | | {g['calls']} | | | {g['ms']:.2f} | | |")
 

@@ -47,22 +47,10 @@ def worker(args) -> None:
     sec = time.perf_counter() - t0
     if not np.all(np.isfinite(lpd)):
         raise SystemExit("non-finite log densities")
-    common.emit(
-        dict(
-            name="deepgp",
-            model=SPEC,
-            threads=args.threads,
-            points=args.points,
-            samples=args.samples,
-            dataset=args.dataset,
-            dtype=args.dtype,
-            seconds=sec,
-            median_s=sec,
-            rss_before_mb=rss_before,
-            loadavg_start=load0,
-            mean_lpd=float(np.mean(lpd)),
-        )
-    )
+    common.emit(dict(name="deepgp", model=SPEC, threads=args.threads, points=args.points, samples=args.samples,
+                     dataset=args.dataset, dtype=args.dtype, seconds=sec, median_s=sec, rss_before_mb=rss_before,
+                     loadavg_start=load0,
+                     mean_lpd=float(np.mean(lpd))))
 
 
 def main(argv=None) -> None:
@@ -81,37 +69,22 @@ def main(argv=None) -> None:
     info = machine_info()
     results = []
     for t in [int(t) for t in args.threads.split(",")]:
-        cmd = [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--worker",
-            "--threads",
-            str(t),
-            "--points",
-            str(args.points),
-            "--samples",
-            str(args.samples),
-            "--dataset",
-            args.dataset,
-            "--dtype",
-            args.dtype,
-        ]
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--threads", str(t), "--points",
+               str(args.points), "--samples", str(args.samples), "--dataset", args.dataset, "--dtype", args.dtype]
         results.append(run(cmd, f"predict {SPEC} threads={t}"))
-    print(
-        f"\ncommit {info['commit']}"
-        f"{' + uncommitted src/ diff ' + info['src_diff_sha256'] if info['src_modified'] else ''}, {info['date_utc']}, "
-        f"{info['cpu']} ({info['cores']} cores), torch {info['torch']}, {args.dataset}-sized inputs, {args.dtype}\n"
-    )
+    print(f"\ncommit {info['commit']}"
+          f"{' + uncommitted src/ diff ' + info['src_diff_sha256'] if info['src_modified'] else ''}, "
+          f"{info['date_utc']}, "
+          f"{info['cpu']} ({info['cores']} cores), torch {info['torch']}, {args.dataset}-sized inputs, {args.dtype}\n")
     print("| model | points × samples | threads | seconds | peak RSS MB | RSS before predict MB | load 1-min |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
         if r.get("failed"):
             print(f"| {SPEC} | {args.points} × {args.samples} | — | failed: {r['error'][:120]} | | | |")
             continue
-        print(
-            f"| {SPEC} | {r['points']} × {r['samples']} | {r['threads']} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} "
-            f"| {r['rss_before_mb']:.0f} | {r['loadavg_before']:.2f} |"
-        )
+        print(f"| {SPEC} | {r['points']} × {r['samples']} | {r['threads']} | {r['seconds']:.1f} "
+              f"| {r['peak_rss_mb']:.0f} "
+              f"| {r['rss_before_mb']:.0f} | {r['loadavg_before']:.2f} |")
     if args.json:
         Path(args.json).write_text(json.dumps(dict(machine=info, args=vars(args), results=results), indent=1))
 

@@ -175,26 +175,14 @@ def worker(args) -> None:
     stats = common.step_stats(clock.stamps, args.warmup)
     rate = gemm_rate(torch)
     ours, dense = our_flops(model, common.BATCH, K, method), dense_flops(model, common.BATCH, K, method)
-    common.emit(
-        dict(
-            name="deepgp",
-            model=args.worker,
-            method=method,
-            num_samples=K,
-            threads=args.threads,
-            dataset=args.dataset,
-            dtype=args.dtype,
-            **stats,
-            **rate,
-            flops_ours=ours["total"],
-            flops_dense=dense["total"],
-            floor_ours_s=ours["total"] / (rate["gemm_gflops"] * 1e9),
-            floor_dense_s=dense["total"] / (rate["gemm_gflops"] * 1e9),
-            rss_before_fit_mb=rss_before,
-            loadavg_start=load0,
-            other_cores_busy=other,
-        )
-    )
+    common.emit(dict(
+        name="deepgp", model=args.worker, method=method, num_samples=K, threads=args.threads, dataset=args.dataset,
+        dtype=args.dtype,
+        **stats, **rate, flops_ours=ours["total"], flops_dense=dense["total"],
+        floor_ours_s=ours["total"] / (rate["gemm_gflops"] * 1e9),
+        floor_dense_s=dense["total"] / (rate["gemm_gflops"] * 1e9),
+        rss_before_fit_mb=rss_before, loadavg_start=load0, other_cores_busy=other,
+    ))
 
 
 # -- orchestration ----------------------------------------------------------------------------
@@ -208,12 +196,9 @@ def run(cmd: list[str], label: str) -> dict:
         print(f"  {label}: FAILED (exit {proc.returncode}): {err}", file=sys.stderr, flush=True)
         return dict(name=label.split()[0], label=label, failed=True, error=err, stderr_tail=proc.stderr[-4000:])
     rec["loadavg_before"] = load
-    print(
-        f"  {label}: {rec['median_s'] * 1e3:.1f} ms (median), peak RSS {rec['peak_rss_mb']:.0f} MB, "
-        f"load {load:.2f}, other cores busy {rec.get('other_cores_busy', float('nan')):.2f}",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(f"  {label}: {rec['median_s'] * 1e3:.1f} ms (median), peak RSS {rec['peak_rss_mb']:.0f} MB, "
+          f"load {load:.2f}, other cores busy {rec.get('other_cores_busy', float('nan')):.2f}",
+          file=sys.stderr, flush=True)
     return rec
 
 
@@ -224,30 +209,19 @@ def machine_info() -> dict:
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
         fields = dict(ln.split(":", 1) for ln in out.splitlines() if ":" in ln)
-        cpu = (
-            f"{fields['Model name'].strip()} (family {fields.get('CPU family', '?').strip()}, model "
-            f"{fields.get('Model', '?').strip()}, {fields.get('Hypervisor vendor', 'no').strip()} hypervisor)"
-        )
+        cpu = (f"{fields['Model name'].strip()} (family {fields.get('CPU family', '?').strip()}, model "
+               f"{fields.get('Model', '?').strip()}, {fields.get('Hypervisor vendor', 'no').strip()} hypervisor)")
     except (OSError, KeyError):
         pass
     cfg = torch.__config__.show()
     blas = ", ".join(re.findall(r"(?:BLAS_INFO|LAPACK_INFO)=[^,\s]+", cfg)) or "unknown"
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=common.REPO
-    ).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=common.REPO).stdout.strip()
     diff = subprocess.run(["git", "diff", "HEAD", "--", "src"], capture_output=True, cwd=common.REPO).stdout
-    return dict(
-        date_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        cpu=cpu,
-        cores=os.cpu_count(),
-        python=platform.python_version(),
-        torch=torch.__version__,
-        blas=blas,
-        mkl=torch.backends.mkl.is_available(),
-        commit=commit,
-        src_modified=bool(diff),
-        src_diff_sha256=hashlib.sha256(diff).hexdigest()[:12] if diff else None,
-    )
+    return dict(date_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                cpu=cpu, cores=os.cpu_count(), python=platform.python_version(), torch=torch.__version__,
+                blas=blas, mkl=torch.backends.mkl.is_available(), commit=commit, src_modified=bool(diff),
+                src_diff_sha256=hashlib.sha256(diff).hexdigest()[:12] if diff else None)
 
 
 def median_round(runs: list[list[dict]]) -> list[dict]:
@@ -301,12 +275,10 @@ def table(results: list[dict]) -> str:
     peers = [r for r in results if r.get("name") != "deepgp"]
     if peers:
         ours = {(r["model"], r["threads"]): r for r in results if r.get("name") == "deepgp"}
-        rows += [
-            "",
-            "| peer (GP-GP-GP VI, 1 sample) | threads | ms/iter (median) | IQR ms | peak RSS MB "
-            "| deepgp ms | peer / deepgp | peer / deepgp, median of per-round ratios | load 1-min | other cores busy |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
+        rows += ["", "| peer (GP-GP-GP VI, 1 sample) | threads | ms/iter (median) | IQR ms | peak RSS MB "
+                 "| deepgp ms | peer / deepgp | peer / deepgp, median of per-round ratios "
+                 "| load 1-min | other cores busy |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
         for r in peers:
             if r.get("failed"):
                 rows.append(f"| {r['label']} | {r.get('threads', '—')} | failed: {r['error'][:120]} | | | | | | | |")
@@ -336,24 +308,12 @@ def main(argv=None) -> None:
     p.add_argument("--peers-only", action="store_true", help="time the peers (and deepgp GP-GP-GP) only")
     p.add_argument("--peers-python", default=str(common.REPO / ".venv-peers" / "bin" / "python"))
     p.add_argument("--json", help="write all results and the machine description to this file")
-    p.add_argument(
-        "--dtype",
-        default="float64",
-        choices=("float64", "float32"),
-        help="deepgp's dtype (float32: the opt-in fast mode; floors stay float64 counts and rates)",
-    )
-    p.add_argument(
-        "--peers-dtype",
-        default="float64",
-        choices=("float64", "float32"),
-        help="the peers' dtype (default float64, the benchmark setting, whatever --dtype is)",
-    )
-    p.add_argument(
-        "--rounds",
-        type=int,
-        default=1,
-        help="repeat every process this many times, round-robin; report the median round of each",
-    )
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
+                   help="deepgp's dtype (float32: the opt-in fast mode; floors stay float64 counts and rates)")
+    p.add_argument("--peers-dtype", default="float64", choices=("float64", "float32"),
+                   help="the peers' dtype (default float64, the benchmark setting, whatever --dtype is)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="repeat every process this many times, round-robin; report the median round of each")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -366,14 +326,10 @@ def main(argv=None) -> None:
     if unknown:
         p.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
     info = machine_info()
-    print(
-        f"# deepgp step time — {info['date_utc']}, commit {info['commit'][:10]}"
-        f"{' + uncommitted src/ diff ' + info['src_diff_sha256'] if info['src_modified'] else ''}, "
-        f"{info['cpu']}, {info['cores']} cores, "
-        f"torch {info['torch']}",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(f"# deepgp step time — {info['date_utc']}, commit {info['commit'][:10]}"
+          f"{' + uncommitted src/ diff ' + info['src_diff_sha256'] if info['src_modified'] else ''}, "
+          f"{info['cpu']}, {info['cores']} cores, "
+          f"torch {info['torch']}", file=sys.stderr, flush=True)
     common_args = ["--dataset", args.dataset, "--iterations", str(args.iterations), "--warmup", str(args.warmup)]
     ours_args = ["--dtype", args.dtype]
     runs: list[list[dict]] = []
@@ -383,52 +339,30 @@ def main(argv=None) -> None:
         results = []
         for t in threads:
             for m in models:
-                cmd = [
-                    sys.executable,
-                    str(Path(__file__).resolve()),
-                    "--worker",
-                    m,
-                    "--threads",
-                    str(t),
-                    *common_args,
-                    *ours_args,
-                ]
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", m, "--threads", str(t), *common_args,
+                       *ours_args]
                 results.append(run(cmd, f"deepgp {m} threads={t}"))
             if args.peers or args.peers_only:
                 for name, script in PEERS.items():
                     if not Path(args.peers_python).exists():
-                        results.append(
-                            dict(
-                                name=name,
-                                threads=t,
-                                failed=True,
-                                error=f"{args.peers_python} not found (see benchmarks/requirements-peers.txt)",
-                            )
-                        )
+                        results.append(dict(name=name, threads=t, failed=True,
+                                            error=f"{args.peers_python} not found "
+                                                  "(see benchmarks/requirements-peers.txt)"))
                         continue
-                    cmd = [
-                        args.peers_python,
-                        str(HERE / "peers" / script),
-                        "--threads",
-                        str(t),
-                        *common_args,
-                        "--dtype",
-                        args.peers_dtype,
-                    ]
+                    cmd = [args.peers_python, str(HERE / "peers" / script), "--threads", str(t), *common_args,
+                           "--dtype", args.peers_dtype]
                     rec = run(cmd, f"{name} threads={t}")
                     rec.setdefault("threads", t)
                     results.append(rec)
         runs.append(results)
     results = median_round(runs)
-    print(
-        f"\ncommit {info['commit']}"
-        f"{' + uncommitted src/ diff ' + info['src_diff_sha256'] if info['src_modified'] else ''}, "
-        f"{info['date_utc']}, {info['cpu']} ({info['cores']} cores), "
-        f"torch {info['torch']} ({info['blas']}), dataset {args.dataset}, B={common.BATCH}, M={common.INDUCING}, "
-        f"{common.HIDDEN} hidden GPs, {args.dtype} (peers {args.peers_dtype}), "
-        f"median of {args.iterations} iterations after {args.warmup} warm-up"
-        f"{f', median of {args.rounds} rounds' if args.rounds > 1 else ''}\n"
-    )
+    print(f"\ncommit {info['commit']}"
+          f"{' + uncommitted src/ diff ' + info['src_diff_sha256'] if info['src_modified'] else ''}, "
+          f"{info['date_utc']}, {info['cpu']} ({info['cores']} cores), "
+          f"torch {info['torch']} ({info['blas']}), dataset {args.dataset}, B={common.BATCH}, M={common.INDUCING}, "
+          f"{common.HIDDEN} hidden GPs, {args.dtype} (peers {args.peers_dtype}), "
+          f"median of {args.iterations} iterations after {args.warmup} warm-up"
+          f"{f', median of {args.rounds} rounds' if args.rounds > 1 else ''}\n")
     print(table(results))
     if args.json:
         Path(args.json).write_text(json.dumps(dict(machine=info, args=vars(args), results=results), indent=1))

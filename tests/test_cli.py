@@ -31,18 +31,15 @@ def data(tmp_path_factory):
     def rows(n):
         x = rng.uniform(-2, 2, (n, 2))
         y = np.sin(2 * x[:, 0]) + 0.3 * x[:, 1] + 0.1 * rng.standard_normal(n)
-        return [
-            [f"{a:.5f}", f"{b:.5f}", "abc"[i % 3], f"{c:.5f}"] for i, (a, b, c) in enumerate(zip(x[:, 0], x[:, 1], y))
-        ]
+        return [[f"{a:.5f}", f"{b:.5f}", "abc"[i % 3], f"{c:.5f}"]
+                for i, (a, b, c) in enumerate(zip(x[:, 0], x[:, 1], y))]
 
     header = ["x1", "x2", "label", "y"]
     train = write_csv(d / "train.csv.gz", header, rows(200))
     test = write_csv(d / "test.csv", header, rows(50))
     model = d / "model.pt"
-    assert (
-        main(["fit", str(train), "--target", "y", "--model", "GP-GP", "--method", "vi", "--out", str(model), *FAST])
-        == 0
-    )
+    assert main(["fit", str(train), "--target", "y", "--model", "GP-GP", "--method", "vi", "--out", str(model),
+                 *FAST]) == 0
     return d, train, test, model
 
 
@@ -67,18 +64,14 @@ def test_plots(data, tmp_path):
     d, train, test, _ = data
     # a one-input model for the posterior image: --inputs picks the column
     model1 = tmp_path / "one.pt"
-    assert (
-        main(["fit", str(train), "--target", "y", "--inputs", "x1", "--model", "LV-GP", "--out", str(model1), *FAST])
-        == 0
-    )
+    assert main(["fit", str(train), "--target", "y", "--inputs", "x1", "--model", "LV-GP", "--out", str(model1),
+                 *FAST]) == 0
     for argv, name in [
         (["plot", "prior", "--models", "GP,LV-GP-GP", "--draws", "2"], "prior.png"),
         (["plot", "posterior", str(model1), "--data", str(test), "--samples", "50"], "post.pdf"),
         (["plot", "posterior", str(model1), "--samples", "50"], "post_nodata.png"),
-        (
-            ["plot", "marginals", str(d / "model.pt"), "--data", str(test), "--points", "5", "--samples", "200"],
-            "marg.png",
-        ),
+        (["plot", "marginals", str(d / "model.pt"), "--data", str(test), "--points", "5", "--samples", "200"],
+         "marg.png"),
     ]:
         assert main([*argv, "--out", str(tmp_path / name)]) == 0
         assert (tmp_path / name).stat().st_size > 5000
@@ -89,15 +82,8 @@ def test_help_lists_every_command(capsys):
     help_text = parser.format_help()
     for cmd in ["demo", "fit", "predict", "evaluate", "plot", "benchmark", "report"]:
         assert cmd in help_text
-    for argv in (
-        ["fit", "--help"],
-        ["predict", "--help"],
-        ["evaluate", "--help"],
-        ["plot", "prior", "--help"],
-        ["plot", "posterior", "--help"],
-        ["plot", "marginals", "--help"],
-        ["demo", "--help"],
-    ):
+    for argv in (["fit", "--help"], ["predict", "--help"], ["evaluate", "--help"], ["plot", "prior", "--help"],
+                 ["plot", "posterior", "--help"], ["plot", "marginals", "--help"], ["demo", "--help"]):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 0
@@ -121,10 +107,8 @@ def errors_for(tmp_path, data):
         ([*fit, str(short), "--target", "y"], "line 2: 2 fields"),
         ([*fit, str(train), "--target", "z"], "no column 'z'"),
         ([*fit, str(train), "--target", "label"], "non-numeric column(s) 'label'"),
-        (
-            [*fit, str(train), "--target", "y", "--inputs", "x1,label"],
-            "non-numeric column(s) 'label' (e.g. 'a' on line 2)",
-        ),
+        ([*fit, str(train), "--target", "y", "--inputs", "x1,label"],
+         "non-numeric column(s) 'label' (e.g. 'a' on line 2)"),
         ([*fit, str(train), "--target", "y", "--inputs", "x1,x9"], "no column(s) ['x9']"),
         ([*fit, str(train), "--target", "y", "--inputs", "x1,y"], "includes the target"),
         ([*fit, str(bad), "--target", "x1"], "missing values in column(s) 'x2' (1 row(s), first on line 2)"),
@@ -136,10 +120,8 @@ def errors_for(tmp_path, data):
         (["predict", str(model), str(no_x2)], "lacks the model's input column(s) ['x2']"),
         (["predict", str(model), str(test), "--quantiles", "0.5,1.5"], "--quantiles"),
         (["predict", str(model), str(test), "--samples", "-1"], "--samples"),
-        (
-            ["evaluate", str(model), str(write_csv(tmp_path / "noy.csv", ["x1", "x2"], [["1", "2"]]))],
-            "lacks the target column 'y'",
-        ),
+        (["evaluate", str(model), str(write_csv(tmp_path / "noy.csv", ["x1", "x2"], [["1", "2"]]))],
+         "lacks the target column 'y'"),
         (["plot", "posterior", str(model), "--out", str(tmp_path / "p.png")], "needs a model with one input"),
         (["plot", "prior", "--models", "GP,XX", "--out", str(tmp_path / "p.png")], "unknown token"),
         (["plot", "prior", "--out", str(tmp_path / "p.jpg")], "must end in one of"),
@@ -164,48 +146,16 @@ def test_error_paths(data, tmp_path, capsys):
 def test_ignored_text_column_is_announced(data, tmp_path, capsys):
     _, train, _, _ = data
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "fit",
-                str(train),
-                "--target",
-                "y",
-                "--out",
-                str(tmp_path / "m.pt"),
-                "--model",
-                "GP",
-                "--method",
-                "vi",
-                *FAST,
-            ]
-        )
-        == 0
-    )
+    assert main(["fit", str(train), "--target", "y", "--out", str(tmp_path / "m.pt"), "--model", "GP", "--method", "vi",
+                 *FAST]) == 0
     assert "ignoring non-numeric column(s) ['label']" in capsys.readouterr().err
 
 
 def test_fit_inner_sampling_option(data, tmp_path, capsys):
     _, train, _, _ = data
     out = tmp_path / "indep.pt"
-    assert (
-        main(
-            [
-                "fit",
-                str(train),
-                "--target",
-                "y",
-                "--model",
-                "LV-GP-GP",
-                "--inner-sampling",
-                "independent",
-                "--out",
-                str(out),
-                *FAST,
-            ]
-        )
-        == 0
-    )
+    assert main(["fit", str(train), "--target", "y", "--model", "LV-GP-GP", "--inner-sampling", "independent",
+                 "--out", str(out), *FAST]) == 0
     assert DeepGPRegressor.load(out).inner_sampling == "independent"
     with pytest.raises(SystemExit):
         main(["fit", str(train), "--target", "y", "--inner-sampling", "both", *FAST])
@@ -215,26 +165,8 @@ def test_fit_inner_sampling_option(data, tmp_path, capsys):
 def test_fit_float32_mode_round_trips(data, capsys):
     d, train, test, _ = data
     model = d / "model32.pt"
-    assert (
-        main(
-            [
-                "fit",
-                str(train),
-                "--target",
-                "y",
-                "--model",
-                "LV-GP",
-                "--dtype",
-                "float32",
-                "--device",
-                "cpu",
-                "--out",
-                str(model),
-                *FAST,
-            ]
-        )
-        == 0
-    )
+    assert main(["fit", str(train), "--target", "y", "--model", "LV-GP", "--dtype", "float32", "--device", "cpu",
+                 "--out", str(model), *FAST]) == 0
     capsys.readouterr()
     assert main(["evaluate", str(model), str(test), "--json"]) == 0
     scores = json.loads(capsys.readouterr().out)
@@ -253,37 +185,9 @@ def test_fit_has_an_option_for_every_setting_and_passes_it_on(data, tmp_path):
         for f in dataclasses.fields(config):
             assert "--" + f.name.replace("_", "-") in fit_help, f.name
     out = tmp_path / "m.safetensors"
-    assert (
-        main(
-            [
-                "fit",
-                str(train),
-                "--target",
-                "y",
-                "--model",
-                "LV-GP",
-                "--kernel",
-                "matern52",
-                "--gamma",
-                "0.05",
-                "--encoder-hidden",
-                "8,8",
-                "--no-natgrad",
-                "--predict-samples",
-                "77",
-                *FAST,
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert main(["fit", str(train), "--target", "y", "--model", "LV-GP", "--kernel", "matern52", "--gamma", "0.05",
+                 "--encoder-hidden", "8,8", "--no-natgrad", "--predict-samples", "77", *FAST, "--out", str(out)]) == 0
     reg = DeepGPRegressor.load(out)
     assert (reg.kernel, reg.gamma, reg.encoder_hidden, reg.natgrad, reg.predict_samples) == (
-        "matern52",
-        0.05,
-        (8, 8),
-        False,
-        77,
-    )
+        "matern52", 0.05, (8, 8), False, 77)
     assert reg.model_.config.encoder_hidden == (8, 8)

@@ -139,11 +139,8 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
         ([*fit, "--model", ""], 2, "model spec"),
         (["fit", str(cut), "--target", "y", *FAST, *out], 2, "could not read"),
         (["fit", str(tmp), "--target", "y", *FAST, *out], 2, str(tmp)),
-        (
-            ["fit", str(inf), "--target", "y", *FAST, *out],
-            2,
-            "infinite values in column(s) 'x2' (1 row(s), first on line 3)",
-        ),
+        (["fit", str(inf), "--target", "y", *FAST, *out], 2,
+         "infinite values in column(s) 'x2' (1 row(s), first on line 3)"),
         (["fit", str(one_row), "--target", "y", *FAST, *out], 2, "minimum of 2"),
         (["fit", str(data), *FAST], 2, "--target"),
         (["predict", str(model), str(data), "--predict-samples", "0"], 2, "argument --predict-samples"),
@@ -175,11 +172,8 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
         (["predict", str(fifo), str(data)], 2, "is not a file"),
         (["predict", str(model), str(data), "--out", str(model)], 2, "it is the command's own input"),
         (["predict", str(model), str(data), "--quantiles", "0.5,0.5"], 2, "names a level twice"),
-        (
-            ["plot", "marginals", str(model), str(one_input), "--data", str(data), "--out", str(tmp / "m.png")],
-            2,
-            "plot models of the same inputs together",
-        ),
+        (["plot", "marginals", str(model), str(one_input), "--data", str(data), "--out", str(tmp / "m.png")], 2,
+         "plot models of the same inputs together"),
         (["plot", "marginals", str(model), "--data", str(data), "--samples", "1"], 2, "argument --samples"),
         (["plot", "prior", "--models", "", "--out", str(tmp / "p.png")], 2, "--models names no models"),
         (["report", str(not_results), "--metric", "nope"], 2, "argument --metric: invalid choice"),
@@ -212,34 +206,14 @@ def test_more_odd_input_is_read_or_refused_as_a_careful_user_expects(fitted, tmp
     assert main(["evaluate", str(model), str(bom), "--json"]) == 0  # the column is 'x1', not '\ufeffx1'
     odd = tmp_path / "odd.csv"
     odd.write_text("x1,x2,y\n1_000,2,3\n4,5,6\n")
-    assert (
-        main(["fit", str(odd), "--target", "y", "--inputs", "x1,x2", *FAST, "--out", str(tmp_path / "m.safetensors")])
-        == 2
-    )
+    assert main(["fit", str(odd), "--target", "y", "--inputs", "x1,x2", *FAST,
+                 "--out", str(tmp_path / "m.safetensors")]) == 2
     assert "non-numeric column(s) 'x1' (e.g. '1_000' on line 2)" in capsys.readouterr().err
     odd.write_text("x1,x2,y\n-nan,2,3\n4,5,6\n")
     assert main(["fit", str(odd), "--target", "y", *FAST, "--out", str(tmp_path / "m.safetensors")]) == 2
     assert "missing values in column(s) 'x1'" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "fit",
-                str(data),
-                "--target",
-                "y",
-                "--model",
-                "GP",
-                "--method",
-                "vi",
-                "--iterations",
-                "0",
-                "--no-progress",
-                "--out",
-                str(tmp_path / "untrained.safetensors"),
-            ]
-        )
-        == 0
-    )
+    assert main(["fit", str(data), "--target", "y", "--model", "GP", "--method", "vi", "--iterations", "0",
+                 "--no-progress", "--out", str(tmp_path / "untrained.safetensors")]) == 0
     assert "not trained (0 iterations)" in capsys.readouterr().out
     monkeypatch.setenv("DEEPGP_DEBUG", "false")  # off, as 0, no and off are
     assert main(["predict", str(tmp_path / "absent.safetensors"), str(data)]) == 2
@@ -269,12 +243,9 @@ def test_scores_refuse_weights_that_are_not_weights(fitted):
 def test_a_crafted_estimator_file_is_refused_by_setting(fitted, tmp_path):
     _, _, model = fitted
     good = storage.read(model, storage.REGRESSOR)
-    for change, message in [
-        ({"predict_samples": 10**12}, "predict_samples must be an integer <= 10000000"),
-        ({"method": "xx"}, "method must be one of"),
-        ({"seed": -4}, "seed must be"),
-        ({"progress": "yes"}, "the field 'progress' is a str"),
-    ]:
+    for change, message in [({"predict_samples": 10**12}, "predict_samples must be an integer <= 10000000"),
+                            ({"method": "xx"}, "method must be one of"), ({"seed": -4}, "seed must be"),
+                            ({"progress": "yes"}, "the field 'progress' is a str")]:
         storage.write(tmp_path / "c", storage.REGRESSOR, {**good, "params": {**good["params"], **change}})
         with pytest.raises(ValueError, match=message):
             DeepGPRegressor.load(tmp_path / "c")
@@ -300,18 +271,13 @@ finite = st.floats(-1e3, 1e3, allow_nan=False, width=64)
 special = st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -1e300, 1e80, 1e-300, 0.0])
 numbers = st.one_of(finite, finite, finite, special)  # mostly usable numbers, some hostile ones
 finite32 = st.floats(-1e3, 1e3, allow_nan=False, width=32)
-numbers32 = st.one_of(
-    finite32,
-    finite32,
-    finite32,
-    st.sampled_from([math.nan, math.inf, -math.inf, float(np.float32(1e30)), float(np.float32(-1e30)), 0.0]),
-)
+numbers32 = st.one_of(finite32, finite32, finite32,
+                      st.sampled_from([math.nan, math.inf, -math.inf, float(np.float32(1e30)),
+                                       float(np.float32(-1e30)), 0.0]))
 odd = st.one_of(  # arrays no model can take
     hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(1, 2)), elements=finite),
     hnp.arrays(np.complex128, st.tuples(st.integers(1, 6), st.just(1))),
-    st.just(np.array([["a", "b"], ["c", "d"]])),
-    st.just(np.zeros((0, 2))),
-    st.just(np.zeros((5, 0))),
+    st.just(np.array([["a", "b"], ["c", "d"]])), st.just(np.zeros((0, 2))), st.just(np.zeros((5, 0))),
 )
 
 

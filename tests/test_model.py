@@ -87,9 +87,8 @@ def test_save_load_round_trip(tmp_path, data):
         loaded = deepgp.DeepGP.load(tmp_path / "m.pt")
         for (n, p), (_, q) in zip(model.state_dict().items(), loaded.state_dict().items()):
             torch.testing.assert_close(p, q, msg=n)
-        np.testing.assert_array_equal(
-            model.predictive_log_density(x, y, 20, seed=1), loaded.predictive_log_density(x, y, 20, seed=1)
-        )
+        np.testing.assert_array_equal(model.predictive_log_density(x, y, 20, seed=1),
+                                      loaded.predictive_log_density(x, y, 20, seed=1))
     (tmp_path / "junk.pt").write_bytes(b"not a model")
     with pytest.raises(ValueError, match="not a model saved by deepgp"):
         deepgp.DeepGP.load(tmp_path / "junk.pt")
@@ -164,24 +163,19 @@ def test_damaged_model_files_are_refused_by_field(tmp_path, data):
         r"unknown field\(s\) \['shell'\]": {**tree, "config": {**tree["config"], "shell": "rm -rf /"}},
         "describes at least 28000000524 parameters but it holds 672": {**tree, "input_dim": 10**9},
         "parameters do not fit its architecture": {**tree, "input_dim": 2},
-        "NaN, infinite or absurdly large parameters": {
-            **tree,
-            "state": {**tree["state"], "likelihood.variance.psi": torch.tensor([math.nan])},
-        },
+        "NaN, infinite or absurdly large parameters":
+            {**tree, "state": {**tree["state"], "likelihood.variance.psi": torch.tensor([math.nan])}},
         "state holds values that are not tensors": {**tree, "state": {**tree["state"], "extra": [1, 2]}},
-        "absurdly large": {
-            **tree,
-            "state": {**tree["state"], "layers.1.q_mu": torch.full((8, 1), 1e300, dtype=torch.float64)},
-        },
+        "absurdly large":
+            {**tree, "state": {**tree["state"], "layers.1.q_mu": torch.full((8, 1), 1e300, dtype=torch.float64)}},
     }
     for message, damaged in cases.items():
         storage.write(tmp_path / "d", storage.MODEL, damaged)
         with pytest.raises(ValueError, match=message):
             deepgp.DeepGP.load(tmp_path / "d")
     # a setting missing from the file (one added after it was written) takes its declared default
-    storage.write(
-        tmp_path / "d", storage.MODEL, {**tree, "config": {k: v for k, v in tree["config"].items() if k != "kernel"}}
-    )
+    storage.write(tmp_path / "d", storage.MODEL,
+                  {**tree, "config": {k: v for k, v in tree["config"].items() if k != "kernel"}})
     assert deepgp.DeepGP.load(tmp_path / "d").config.kernel == "rbf"
 
 

@@ -17,10 +17,8 @@ def test_pack_round_trips_every_kind_of_value(tmp_path):
     tree = {
         "config": {"spec": "LV-GP", "encoder_hidden": (20, 20), "flag": False, "none": None, "lr": 0.005},
         "state": {"a.W": W, "b.W": W, "n": torch.tensor(3), "empty": torch.zeros(0), "u8": torch.arange(4).byte()},
-        "adam": {
-            "state": {0: {"step": torch.tensor(5.0)}, 1: {"step": torch.tensor(6.0)}},
-            "groups": [{"betas": (0.9, 0.99)}],
-        },
+        "adam": {"state": {0: {"step": torch.tensor(5.0)}, 1: {"step": torch.tensor(6.0)}},
+                 "groups": [{"betas": (0.9, 0.99)}]},
         "numbers": [math.nan, math.inf, -math.inf, 1, np.float64(2.5), np.int64(7)],
         "array": np.arange(3.0),
         "$odd": "a key that starts with a dollar",
@@ -77,16 +75,11 @@ def test_foreign_damaged_and_other_kind_files_are_refused_by_name(tmp_path):
         "header": good[:20],
         "noformat": safetensors_bytes({"x": torch.ones(1)}),
         "badtree": safetensors_bytes({"x": torch.ones(1)}, metadata={"format": storage.MODEL, "tree": "{not json"}),
-        "dangling": safetensors_bytes(
-            {"x": torch.ones(1)}, metadata={"format": storage.MODEL, "tree": json.dumps({"w": {"$tensor": "nope"}})}
-        ),
-        "unknown": safetensors_bytes(
-            {"x": torch.ones(1)},
-            metadata={
-                "format": storage.MODEL,
-                "tree": json.dumps({"w": {"$pickle": "gASVKAAAAAAAAACMBXBvc2l4lIwGc3lzdGVtlJOU"}}),
-            },
-        ),
+        "dangling": safetensors_bytes({"x": torch.ones(1)}, metadata={
+            "format": storage.MODEL, "tree": json.dumps({"w": {"$tensor": "nope"}})}),
+        "unknown": safetensors_bytes({"x": torch.ones(1)}, metadata={
+            "format": storage.MODEL,
+            "tree": json.dumps({"w": {"$pickle": "gASVKAAAAAAAAACMBXBvc2l4lIwGc3lzdGVtlJOU"}})}),
     }
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
@@ -126,21 +119,17 @@ def test_a_header_length_that_starts_like_a_pickle_is_still_read(tmp_path):
 
 def test_deeply_nested_or_oddly_typed_contents_are_refused_by_name(tmp_path):
     deep = "[" * 100_000 + "]" * 100_000
-    (tmp_path / "deep").write_bytes(
-        safetensors_bytes({"x": torch.ones(1)}, metadata={"format": storage.MODEL, "tree": deep})
-    )
+    (tmp_path / "deep").write_bytes(safetensors_bytes({"x": torch.ones(1)},
+                                                      metadata={"format": storage.MODEL, "tree": deep}))
     with pytest.raises(ValueError, match="deep is damaged: its contents do not parse"):
         storage.read(tmp_path / "deep", storage.MODEL)
     assert storage.field({"lr": 0.5}, "lr", (int, float), "f") == 0.5
     for value in (True, "0.5", None):
         with pytest.raises(ValueError, match="the field 'lr' is a .*, not a int or float"):
             storage.field({"lr": value}, "lr", (int, float), "f")
-    for value, what in [
-        (torch.zeros(2, dtype=torch.complex64), "complex64"),
-        (torch.eye(2).to_sparse(), "sparse"),
-        (np.array([object()]), "dtype object"),
-        ({math.nan: 1}, "the dict key nan"),
-    ]:
+    for value, what in [(torch.zeros(2, dtype=torch.complex64), "complex64"),
+                        (torch.eye(2).to_sparse(), "sparse"), (np.array([object()]), "dtype object"),
+                        ({math.nan: 1}, "the dict key nan")]:
         with pytest.raises(ValueError, match=f"cannot save .*{what}.* .at v."):
             storage.pack({"v": value})
     big_endian = np.arange(3, dtype=">f8")

@@ -127,19 +127,14 @@ def test_training_settings_are_checked(tmp_path):
     x, y = small_problem()
     model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8)
     for kw, message in [
-        (dict(gamma=float("nan")), "gamma must be a finite number > 0"),
-        (dict(gamma=-1.0), "gamma must be a finite"),
-        (dict(gamma=1e6), r"gamma must be in \(0, 1\]"),
-        (dict(lr=float("inf")), "lr must be a finite number > 0"),
-        (dict(decay=0.0), "decay must be a finite number > 0"),
-        (dict(decay=1.5), r"decay must be in \(0, 1\]"),
+        (dict(gamma=float("nan")), "gamma must be a finite number > 0"), (dict(gamma=-1.0), "gamma must be a finite"),
+        (dict(gamma=1e6), r"gamma must be in \(0, 1\]"), (dict(lr=float("inf")), "lr must be a finite number > 0"),
+        (dict(decay=0.0), "decay must be a finite number > 0"), (dict(decay=1.5), r"decay must be in \(0, 1\]"),
         (dict(decay_every=0), "decay_every must be an integer >= 1"),
         (dict(checkpoint_every=0), "checkpoint_every must be an integer >= 1"),
         (dict(seed=-3), "seed must be an integer >= 0"),
-        (
-            dict(checkpoint=tmp_path / "missing" / "c"),
-            "cannot write the checkpoint .* the folder .*missing does not exist",
-        ),
+        (dict(checkpoint=tmp_path / "missing" / "c"),
+         "cannot write the checkpoint .* the folder .*missing does not exist"),
     ]:
         with pytest.raises(ValueError, match=message):
             deepgp.fit(model, x, y, iterations=3, progress=False, **kw)
@@ -182,17 +177,8 @@ def test_a_checkpoint_resumes_only_the_run_that_wrote_it(tmp_path):
         with pytest.raises(ValueError, match=message):
             deepgp.fit(fresh, *args, iterations=8, progress=False, checkpoint=ckpt, **kw)
     with pytest.raises(ValueError, match=r"another model: num_inducing=8 \(now 9\)"):
-        deepgp.fit(
-            deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=9),
-            x,
-            y,
-            "iw",
-            3,
-            iterations=8,
-            batch_size=16,
-            progress=False,
-            checkpoint=ckpt,
-        )
+        deepgp.fit(deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=9), x, y, "iw", 3, iterations=8,
+                   batch_size=16, progress=False, checkpoint=ckpt)
     for damaged in (b"", ckpt.read_bytes()[:-7]):
         (tmp_path / "bad").write_bytes(damaged)
         with pytest.raises(ValueError, match=f"{tmp_path / 'bad'} is not a training checkpoint"):
@@ -204,30 +190,13 @@ def test_a_resume_is_not_refused_for_differences_without_effect(tmp_path):
     ckpt = tmp_path / "state.safetensors"
     zero = x.copy()
     zero[0, 0] = 0.0
-    deepgp.fit(
-        deepgp.DeepGP.from_spec("GP", zero, y, num_inducing=8, kernel="RBF"),
-        zero,
-        y,
-        "vi",
-        iterations=3,
-        batch_size=64,
-        progress=False,
-        checkpoint=ckpt,
-    )
+    deepgp.fit(deepgp.DeepGP.from_spec("GP", zero, y, num_inducing=8, kernel="RBF"), zero, y, "vi", iterations=3,
+               batch_size=64, progress=False, checkpoint=ckpt)
     negative_zero = zero.copy()
     negative_zero[0, 0] = -0.0
     model = deepgp.DeepGP.from_spec("GP", negative_zero, y, num_inducing=8, kernel="rbf")
-    history = deepgp.fit(
-        model,
-        negative_zero,
-        y,
-        "vi",
-        iterations=6,
-        batch_size=500,
-        inner_sampling="independent",
-        progress=False,
-        checkpoint=ckpt,
-    )  # both batches are the whole data; vi ignores inner_sampling
+    history = deepgp.fit(model, negative_zero, y, "vi", iterations=6, batch_size=500, inner_sampling="independent",
+                         progress=False, checkpoint=ckpt)  # both batches are the whole data; vi ignores inner_sampling
     assert len(history) == 6
 
 
@@ -235,15 +204,8 @@ def test_a_crafted_checkpoint_is_refused_before_anything_is_loaded(tmp_path):
     # a fused Adam step trusts its buffers' shapes: a wrong shape once corrupted memory on resume
     x, y = small_problem()
     ckpt = tmp_path / "state.safetensors"
-    deepgp.fit(
-        deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8),
-        x,
-        y,
-        iterations=6,
-        batch_size=16,
-        progress=False,
-        checkpoint=ckpt,
-    )
+    deepgp.fit(deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8), x, y, iterations=6, batch_size=16,
+               progress=False, checkpoint=ckpt)
     good = storage.read(ckpt, storage.CHECKPOINT)
 
     def adam_state(**buffers):
@@ -259,22 +221,14 @@ def test_a_crafted_checkpoint_is_refused_before_anything_is_loaded(tmp_path):
         "history is not one finite bound": dict(iteration=1000),
         "minibatch indices": dict(batches=torch.tensor([-1, 3])),
         "a parameter 99": dict(adam={**good["adam"], "state": {99: good["adam"]["state"][0]}}),
-        "NaN, infinite": dict(
-            model={**good["model"], "layers.1.q_mu": torch.full((8, 1), math.nan, dtype=torch.float64)}
-        ),
+        "NaN, infinite":
+            dict(model={**good["model"], "layers.1.q_mu": torch.full((8, 1), math.nan, dtype=torch.float64)}),
     }
     for message, change in damaged.items():
         storage.write(ckpt, storage.CHECKPOINT, {**good, **change})
         with pytest.raises(ValueError, match=f"checkpoint .* is damaged .*{message}"):
-            deepgp.fit(
-                deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8),
-                x,
-                y,
-                iterations=12,
-                batch_size=16,
-                progress=False,
-                checkpoint=ckpt,
-            )
+            deepgp.fit(deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8), x, y, iterations=12, batch_size=16,
+                       progress=False, checkpoint=ckpt)
 
 
 def test_settings_come_from_one_config_with_keywords_on_top():
@@ -282,11 +236,10 @@ def test_settings_come_from_one_config_with_keywords_on_top():
 
     x, y = small_problem()
     runs = []
-    for call in (
-        dict(config=TrainConfig(method="vi", num_samples=2, iterations=4, batch_size=16, lr=0.01)),
-        dict(method="vi", num_samples=2, iterations=4, batch_size=16, lr=0.01),
-        dict(config=TrainConfig(method="iw", iterations=4, batch_size=16), method="vi", num_samples=2, lr=0.01),
-    ):
+    for call in (dict(config=TrainConfig(method="vi", num_samples=2, iterations=4, batch_size=16, lr=0.01)),
+                 dict(method="vi", num_samples=2, iterations=4, batch_size=16, lr=0.01),
+                 dict(config=TrainConfig(method="iw", iterations=4, batch_size=16), method="vi", num_samples=2,
+                      lr=0.01)):
         model = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
         runs.append(deepgp.fit(model, x, y, progress=False, **call))
     np.testing.assert_array_equal(runs[0], runs[1])

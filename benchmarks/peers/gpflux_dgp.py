@@ -77,23 +77,10 @@ def main() -> None:
     loss = float(history.history["loss"][-1])
     if not np.isfinite(loss):
         raise SystemExit("GPflux loss became non-finite")
-    common.emit(
-        dict(
-            name="GPflux",
-            version=gpflux.__version__,
-            tensorflow=tf.__version__,
-            gpflow=gpflow.__version__,
-            model="GP-GP-GP",
-            method="vi",
-            num_samples=1,
-            threads=args.threads,
-            dataset=args.dataset,
-            dtype=args.dtype,
-            final_loss=loss,
-            other_cores_busy=clock.other_cores_busy(),
-            **common.step_stats(clock.stamps, args.warmup),
-        )
-    )
+    common.emit(dict(name="GPflux", version=gpflux.__version__, tensorflow=tf.__version__, gpflow=gpflow.__version__,
+                     model="GP-GP-GP", method="vi", num_samples=1, threads=args.threads, dataset=args.dataset,
+                     dtype=args.dtype, final_loss=loss, other_cores_busy=clock.other_cores_busy(),
+                     **common.step_stats(clock.stamps, args.warmup)))
 
 
 if __name__ == "__main__":

@@ -93,22 +93,10 @@ def main() -> None:
             if not torch.isfinite(loss):
                 raise SystemExit("GPyTorch loss became non-finite")
             clock.tick()
-    common.emit(
-        dict(
-            name="GPyTorch",
-            version=gpytorch.__version__,
-            model="GP-GP-GP",
-            method="vi",
-            num_samples=1,
-            threads=args.threads,
-            dataset=args.dataset,
-            dtype=args.dtype,
-            torch=torch.__version__,
-            final_loss=loss.item(),
-            other_cores_busy=clock.other_cores_busy(),
-            **common.step_stats(clock.stamps, args.warmup),
-        )
-    )
+    common.emit(dict(name="GPyTorch", version=gpytorch.__version__, model="GP-GP-GP", method="vi", num_samples=1,
+                     threads=args.threads, dataset=args.dataset, dtype=args.dtype, torch=torch.__version__,
+                     final_loss=loss.item(),
+                     other_cores_busy=clock.other_cores_busy(), **common.step_stats(clock.stamps, args.warmup)))
 
 
 if __name__ == "__main__":

@@ -92,21 +92,9 @@ def main(argv=None) -> None:
             print(json.dumps(rec), flush=True)
         return False
 
-    deepgp.fit(
-        model,
-        data.X_train,
-        data.Y_train,
-        args.method,
-        K,
-        iterations=max(todo),
-        seed=args.split,
-        batch_size=args.batch_size,
-        inner_sampling=args.inner_sampling,
-        progress=False,
-        callback=callback,
-        checkpoint=state,
-        checkpoint_every=500,
-    )
+    deepgp.fit(model, data.X_train, data.Y_train, args.method, K, iterations=max(todo), seed=args.split,
+               batch_size=args.batch_size, inner_sampling=args.inner_sampling, progress=False, callback=callback,
+               checkpoint=state, checkpoint_every=500)
 
 
 if __name__ == "__main__":

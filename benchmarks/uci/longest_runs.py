@@ -47,8 +47,7 @@ def longest(paths, model: str = "LV-GP-GP", method: str = "iw", split: int = 0) 
 def render(best: dict, paper: dict, tolerance: float = 0.1, model: str = "LV-GP-GP", method: str = "iw") -> str:
     datasets = sorted({d for d, _ in best})
     head = "| dataset | paper (100k it.) |" + "".join(
-        f" {s}: iterations | {s}: ours | {s}: − paper |" for s in SAMPLINGS
-    )
+        f" {s}: iterations | {s}: ours | {s}: − paper |" for s in SAMPLINGS)
     lines = [head, "|---|---:|" + "---:|---:|---:|" * len(SAMPLINGS)]
     within = dict.fromkeys(SAMPLINGS, 0)
     measured = dict.fromkeys(SAMPLINGS, 0)
@@ -68,10 +67,8 @@ def render(best: dict, paper: dict, tolerance: float = 0.1, model: str = "LV-GP-
         lines.append(row)
     lines.append("")
     for s in SAMPLINGS:
-        lines.append(
-            f"* {s} inner sampling: within {tolerance} of the paper or better on {within[s]} of "
-            f"the {measured[s]} datasets measured."
-        )
+        lines.append(f"* {s} inner sampling: within {tolerance} of the paper or better on {within[s]} of "
+                     f"the {measured[s]} datasets measured.")
     return "\n".join(lines) + "\n"
 
 

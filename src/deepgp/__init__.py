@@ -20,19 +20,8 @@ try:
 except PackageNotFoundError:  # (running from a source tree that was never installed)
     __version__ = "0+unknown"
 __all__ = [
-    "DeepGP",
-    "GPLayer",
-    "LatentVariableLayer",
-    "GaussianLikelihood",
-    "RBF",
-    "Matern52",
-    "CholeskyError",
-    "NaturalGradientError",
-    "elbo_vi",
-    "elbo_iw",
-    "fit",
-    "parse_spec",
-    "__version__",
+    "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52",
+    "CholeskyError", "NaturalGradientError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__",
     "DeepGPRegressor",
 ]
 

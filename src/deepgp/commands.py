@@ -86,138 +86,87 @@ def register(sub) -> None:
     """Add demo / fit / predict / evaluate / plot to the CLI's sub-parsers."""
     fmt = argparse.ArgumentDefaultsHelpFormatter
 
-    p = sub.add_parser(
-        "demo",
-        formatter_class=fmt,
-        help="fit four models to the 'DGP' letters, print a table, draw them",
-        description="Fit GP, GP-GP (VI), LV-GP and LV-GP-GP (IW) to the paper's 'DGP' letters set; "
-        "print test log densities and write DIR/demo.png with each posterior density.",
-    )
+    p = sub.add_parser("demo", formatter_class=fmt,
+                       help="fit four models to the 'DGP' letters, print a table, draw them",
+                       description="Fit GP, GP-GP (VI), LV-GP and LV-GP-GP (IW) to the paper's 'DGP' letters set; "
+                       "print test log densities and write DIR/demo.png with each posterior density.")
     p.add_argument("--out", default="deepgp-demo", metavar="DIR", help="folder for demo.png and scores.json")
-    p.add_argument(
-        "--iterations",
-        type=positive_int,
-        default=None,
-        help="training iterations per model (default: 1500; 200 with --quick)",
-    )
+    p.add_argument("--iterations", type=positive_int, default=None,
+                   help="training iterations per model (default: 1500; 200 with --quick)")
     p.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated subset of the four models")
     p.add_argument("--quick", action="store_true", help="a smaller budget that runs in under a minute")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser(
-        "fit",
-        formatter_class=fmt,
-        help="fit a model to a CSV file and save it",
-        description="Fit a deep GP to DATA (CSV or CSV.gz with a header) and save it to --out.",
-    )
+    p = sub.add_parser("fit", formatter_class=fmt, help="fit a model to a CSV file and save it",
+                       description="Fit a deep GP to DATA (CSV or CSV.gz with a header) and save it to --out.")
     p.add_argument("data", help="training data, .csv or .csv.gz with a header row")
     p.add_argument("--target", required=True, help="name of the column to predict")
     p.add_argument("--inputs", default=None, help="comma-separated input columns (default: every other numeric column)")
     add_settings(p, ModelConfig)  # --model, --num-inducing, --kernel, ...: one option per setting
     add_settings(p, TrainConfig)
-    p.add_argument(
-        "--predict-samples",
-        type=positive_int,
-        default=None,
-        help="Monte Carlo draws per point that the saved model predicts with (default: DeepGPRegressor's)",
-    )
+    p.add_argument("--predict-samples", type=positive_int, default=None,
+                   help="Monte Carlo draws per point that the saved model predicts with (default: DeepGPRegressor's)")
     p.add_argument("--device", default=None, help="torch device to train on, e.g. cuda (default: the CPU)")
     p.add_argument("--out", default="model.safetensors", help="model file to write (checked before training)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_fit)
 
-    p = sub.add_parser(
-        "predict",
-        formatter_class=fmt,
-        help="predict with a saved model on a CSV file",
-        description="Predictive mean, standard deviation, quantiles and optional samples for "
-        "every row of DATA, written as CSV (one row per input row, same order).",
-    )
+    p = sub.add_parser("predict", formatter_class=fmt, help="predict with a saved model on a CSV file",
+                       description="Predictive mean, standard deviation, quantiles and optional samples for "
+                       "every row of DATA, written as CSV (one row per input row, same order).")
     p.add_argument("model", help="model file from `deepgp fit`")
     p.add_argument("data", help="CSV / CSV.gz containing the model's input columns")
     p.add_argument("--out", default="-", help="output CSV file ('-': standard output)")
     p.add_argument("--quantiles", default=DEFAULT_QUANTILES, help="comma-separated quantile levels in [0, 1]")
     p.add_argument("--samples", type=count, default=0, help="also write this many predictive draws per row")
-    p.add_argument(
-        "--predict-samples",
-        type=positive_int,
-        default=None,
-        help="Monte Carlo draws for mean/std/quantiles (default: the model's)",
-    )
+    p.add_argument("--predict-samples", type=positive_int, default=None,
+                   help="Monte Carlo draws for mean/std/quantiles (default: the model's)")
     p.set_defaults(func=_predict)
 
-    p = sub.add_parser(
-        "evaluate",
-        formatter_class=fmt,
-        help="test log density, RMSE and CRPS of a saved model",
-        description="Mean test log predictive density (units of the target), RMSE of the "
-        "predictive mean and sample-based CRPS on DATA, which must hold the target column.",
-    )
+    p = sub.add_parser("evaluate", formatter_class=fmt, help="test log density, RMSE and CRPS of a saved model",
+                       description="Mean test log predictive density (units of the target), RMSE of the "
+                       "predictive mean and sample-based CRPS on DATA, which must hold the target column.")
     p.add_argument("model", help="model file from `deepgp fit`")
     p.add_argument("data", help="CSV / CSV.gz with the model's input and target columns")
-    p.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        default=None,
-        metavar="FILE",
-        help="write the metrics as JSON (to FILE, or standard output when no FILE is given)",
-    )
-    p.add_argument(
-        "--predict-samples", type=positive_int, default=None, help="Monte Carlo draws (default: the model's)"
-    )
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   help="write the metrics as JSON (to FILE, or standard output when no FILE is given)")
+    p.add_argument("--predict-samples", type=positive_int, default=None,
+                   help="Monte Carlo draws (default: the model's)")
     p.set_defaults(func=_evaluate)
 
-    p = sub.add_parser(
-        "convert",
-        formatter_class=fmt,
-        help="convert a deepgp 0.1 model file (a pickle) to the safe format",
-        description="Read OLD, a model file written by deepgp 0.1 (a pickle: opening it runs any code "
-        "it holds), and write it to NEW in the current format, which opening never runs code from. "
-        "Only for a file whose origin you trust, which --trust confirms.",
-    )
+    p = sub.add_parser("convert", formatter_class=fmt,
+                       help="convert a deepgp 0.1 model file (a pickle) to the safe format",
+                       description="Read OLD, a model file written by deepgp 0.1 (a pickle: opening it runs any code "
+                       "it holds), and write it to NEW in the current format, which opening never runs code from. "
+                       "Only for a file whose origin you trust, which --trust confirms.")
     p.add_argument("old", help="a deepgp 0.1 model file (DeepGP.save, DeepGPRegressor.save or deepgp fit)")
     p.add_argument("new", help="the file to write (safetensors)")
     p.add_argument("--trust", action="store_true", help="confirm that OLD comes from a source you trust")
     p.set_defaults(func=_convert)
 
-    p = sub.add_parser(
-        "plot",
-        help="figures: prior draws, posterior densities, predictive marginals",
-        description="The paper's figures as PNG or PDF (chosen by the --out extension).",
-    )
+    p = sub.add_parser("plot", help="figures: prior draws, posterior densities, predictive marginals",
+                       description="The paper's figures as PNG or PDF (chosen by the --out extension).")
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
-    q = kinds.add_parser(
-        "prior",
-        formatter_class=fmt,
-        help="prior draws on a 1-D input (paper Fig. 3, S6-S9)",
-        description="Independent prior draws of each model on a 1-D input; LV models are drawn "
-        "for a grid of w values, which shows their stochastic fan.",
-    )
+    q = kinds.add_parser("prior", formatter_class=fmt, help="prior draws on a 1-D input (paper Fig. 3, S6-S9)",
+                         description="Independent prior draws of each model on a 1-D input; LV models are drawn "
+                         "for a grid of w values, which shows their stochastic fan.")
     q.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated model specs, one row each")
     q.add_argument("--draws", type=positive_int, default=4, help="independent draws per model (columns)")
     q.add_argument("--seed", type=seed, default=0)
     q.add_argument("--out", default="prior.png", help="figure file (.png or .pdf)")
     q.set_defaults(func=_plot_prior)
-    q = kinds.add_parser(
-        "posterior",
-        formatter_class=fmt,
-        help="posterior density images of 1-input models (Fig. 1, 5)",
-        description="p(y | x) as an image for each MODEL (models with one input column).",
-    )
+    q = kinds.add_parser("posterior", formatter_class=fmt,
+                         help="posterior density images of 1-input models (Fig. 1, 5)",
+                         description="p(y | x) as an image for each MODEL (models with one input column).")
     q.add_argument("models", nargs="+", help="model files from `deepgp fit`")
     q.add_argument("--data", default=None, help="CSV to overlay as points (and to set the axis ranges)")
     q.add_argument("--samples", type=positive_int, default=500, help="Monte Carlo draws per x")
     q.add_argument("--out", default="posterior.png", help="figure file (.png or .pdf)")
     q.set_defaults(func=_plot_posterior)
-    q = kinds.add_parser(
-        "marginals",
-        formatter_class=fmt,
-        help="standardised predictive marginals (Fig. 10-11)",
-        description="Predictive marginals at rows of DATA, rescaled to zero mean and unit "
-        "variance, with the standard normal density dotted; one panel per MODEL.",
-    )
+    q = kinds.add_parser("marginals", formatter_class=fmt, help="standardised predictive marginals (Fig. 10-11)",
+                         description="Predictive marginals at rows of DATA, rescaled to zero mean and unit "
+                         "variance, with the standard normal density dotted; one panel per MODEL.")
     q.add_argument("models", nargs="+", help="model files from `deepgp fit` (same input columns)")
     q.add_argument("--data", required=True, help="CSV with the models' input columns")
     q.add_argument("--points", type=positive_int, default=30, help="test points to show")
@@ -230,12 +179,8 @@ def register(sub) -> None:
 def _demo(args) -> int:
     from .demo import config_from_args, run_demo, score_table
 
-    scores = run_demo(
-        args.out,
-        models=tuple(_names(args.models)),
-        config=config_from_args(args.quick, args.iterations),
-        progress=not args.no_progress,
-    )
+    scores = run_demo(args.out, models=tuple(_names(args.models)),
+                      config=config_from_args(args.quick, args.iterations), progress=not args.no_progress)
     print("\n" + score_table(scores))
     return 0
 
@@ -254,13 +199,10 @@ def _fit(args) -> int:
     reg.fit(X, y)
     reg.columns_ = {"inputs": inputs, "target": args.target}
     reg.save(args.out)
-    bound = (
-        f"final bound {reg.history_[-1] / len(y):.4f} per point" if len(reg.history_) else "not trained (0 iterations)"
-    )
-    print(
-        f"fitted {reg.model} ({args.method}) on {len(y)} rows, inputs {inputs} -> target {args.target!r}; "
-        f"{bound}; saved {args.out}"
-    )
+    bound = (f"final bound {reg.history_[-1] / len(y):.4f} per point" if len(reg.history_)
+             else "not trained (0 iterations)")
+    print(f"fitted {reg.model} ({args.method}) on {len(y)} rows, inputs {inputs} -> target {args.target!r}; "
+          f"{bound}; saved {args.out}")
     return 0
 
 
@@ -326,13 +268,11 @@ def _convert(args) -> int:
     if not old.is_file():
         raise ValueError(f"{old} is not a regular file")
     if not storage.is_legacy(old):
-        raise ValueError(
-            f"{old} is not a deepgp 0.1 model file (those are pickles; files saved since need no conversion)"
-        )
+        raise ValueError(f"{old} is not a deepgp 0.1 model file (those are pickles; files saved since need no "
+                         "conversion)")
     if not args.trust:
-        raise ValueError(
-            f"converting {old} unpickles it, which runs any code it holds; add --trust if you trust where it came from"
-        )
+        raise ValueError(f"converting {old} unpickles it, which runs any code it holds; "
+                         "add --trust if you trust where it came from")
     _output(args.new, "the converted model", [old])
     kind, tree = storage.read_legacy(old)
     obj = DeepGPRegressor.from_tree(tree, old) if kind == storage.REGRESSOR else DeepGP.from_tree(tree, old)
@@ -356,10 +296,8 @@ def _load_models(paths) -> dict:
     first_name, first = next(iter(regs.items()))
     for name, reg in regs.items():
         if reg.columns_["inputs"] != first.columns_["inputs"]:
-            raise ValueError(
-                f"{name} has the input columns {reg.columns_['inputs']}, but {first_name} has "
-                f"{first.columns_['inputs']}; plot models of the same inputs together"
-            )
+            raise ValueError(f"{name} has the input columns {reg.columns_['inputs']}, but {first_name} has "
+                             f"{first.columns_['inputs']}; plot models of the same inputs together")
     return regs
 
 
@@ -395,13 +333,8 @@ def _plot_posterior(args) -> int:
         x = first.x_scaler_.mean + np.array([-3.0, 3.0]) * first.x_scaler_.std
         y = first.y_scaler_.mean + np.array([-3.0, 3.0]) * first.y_scaler_.std
     pad_x, pad_y = 0.05 * np.ptp(x), 0.1 * np.ptp(y)
-    fig = posterior_figure(
-        regs,
-        (x.min() - pad_x, x.max() + pad_x),
-        (y.min() - pad_y, y.max() + pad_y),
-        data=data,
-        num_samples=args.samples,
-    )
+    fig = posterior_figure(regs, (x.min() - pad_x, x.max() + pad_x), (y.min() - pad_y, y.max() + pad_y),
+                           data=data, num_samples=args.samples)
     print(f"wrote {save_figure(fig, args.out)}")
     return 0
 

@@ -74,9 +74,8 @@ class ModelConfig:
             raise ValueError(f"likelihood_variance must be at most 1e30, got {self.likelihood_variance!r}")
         check_positive_float("inner_q_sqrt", self.inner_q_sqrt)
         if not isinstance(self.train_inner_kernel_variance, bool):
-            raise ValueError(
-                f"train_inner_kernel_variance must be True or False, got {self.train_inner_kernel_variance!r}"
-            )
+            raise ValueError("train_inner_kernel_variance must be True or False, "
+                             f"got {self.train_inner_kernel_variance!r}")
         if not isinstance(self.encoder_hidden, (tuple, list)):
             raise ValueError(f"encoder_hidden must be a sequence of layer widths, got {self.encoder_hidden!r}")
         set_(self, "encoder_hidden", tuple(check_positive_int("encoder_hidden", w) for w in self.encoder_hidden))
@@ -89,18 +88,11 @@ class ModelConfig:
 class TrainConfig:
     """How a deep GP is trained: the objective, the budget and the optimisers (one fused step each iteration)."""
 
-    method: str = setting(
-        "iw",
-        "objective: vi (doubly stochastic VI) or iw (importance-weighted, the paper's recommendation for LV models)",
-        choices=METHODS,
-    )
+    method: str = setting("iw", "objective: vi (doubly stochastic VI) or iw (importance-weighted, the paper's "
+                                "recommendation for LV models)", choices=METHODS)
     num_samples: int = setting(5, "K, importance samples per point for iw (Monte Carlo samples for vi)")
-    inner_sampling: str = setting(
-        "joint",
-        "iw: one inner-layer draw shared by a point's K samples (the paper's text) "
-        "or one per sample (the paper's code)",
-        choices=INNER_SAMPLING,
-    )
+    inner_sampling: str = setting("joint", "iw: one inner-layer draw shared by a point's K samples (the paper's text) "
+                                           "or one per sample (the paper's code)", choices=INNER_SAMPLING)
     iterations: int = setting(5000, "training iterations (one minibatch each)")
     batch_size: int = setting(512, "B, points per minibatch (all of them when N < B)")
     lr: float = setting(0.005, "Adam's learning rate (everything but the final layer's q(v))")
@@ -121,9 +113,8 @@ class TrainConfig:
         if check_positive_float("gamma", self.gamma) > 1:
             raise ValueError(f"gamma must be in (0, 1] (1 is the full natural-gradient step), got {self.gamma!r}")
         if check_positive_float("decay", self.decay) > 1:
-            raise ValueError(
-                f"decay must be in (0, 1] (the factor applied every decay_every iterations), got {self.decay!r}"
-            )
+            raise ValueError(f"decay must be in (0, 1] (the factor applied every decay_every iterations), "
+                             f"got {self.decay!r}")
         check_positive_int("decay_every", self.decay_every)
         if not isinstance(self.natgrad, bool):
             raise ValueError(f"natgrad must be True or False, got {self.natgrad!r}")
@@ -134,16 +125,12 @@ class TrainConfig:
 class BenchmarkConfig:
     """How a benchmark configuration is split and evaluated (the paper's protocol by default)."""
 
-    protocol: str = setting(
-        "splits",
-        "splits: real splits with training statistics; paper: split 0 with all-data "
-        "statistics and the split numbers as seeds (the paper's code)",
-        choices=("splits", "paper"),
-    )
+    protocol: str = setting("splits", "splits: real splits with training statistics; paper: split 0 with all-data "
+                                      "statistics and the split numbers as seeds (the paper's code)",
+                            choices=("splits", "paper"))
     test_limit: int = setting(10_000, "at most this many test points (a fixed random subset)")
-    predict_samples: int = setting(
-        2000, "predictive draws per test point (the paper: 2000; Shapiro-Wilk needs 3)", minimum=3
-    )
+    predict_samples: int = setting(2000, "predictive draws per test point (the paper: 2000; Shapiro-Wilk needs 3)",
+                                   minimum=3)
     shapiro_points: int = setting(200, "test points for the median Shapiro-Wilk W")
 
     def __post_init__(self):

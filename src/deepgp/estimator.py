@@ -163,8 +163,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         Xs = self._inputs(X)
         y = np.asarray(y, dtype=np.float64)
         if y.ndim == 0 or len(y) != len(Xs):
-            rows = len(y) if y.ndim else "a scalar"
-            raise ValueError(f"X and y have different numbers of rows: {len(Xs)} and {rows}")
+            raise ValueError(f"X and y have different numbers of rows: {len(Xs)} "
+                             f"and {len(y) if y.ndim else 'a scalar'}")
         y = y.reshape(len(Xs), -1)
         Ys = self.y_scaler_.transform(y)
         S = check_positive_int("predict_samples", self.predict_samples, maximum=MAX_PREDICT_SAMPLES)
@@ -197,14 +197,10 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         params["dtype"] = str(self.dtype).removeprefix("torch.")
         names = getattr(self, "feature_names_in_", None)
         tree = {
-            "params": params,
-            "x_scaler": vars(self.x_scaler_),
-            "y_scaler": vars(self.y_scaler_),
-            "y_ndim": int(self.y_ndim_),
-            "n_features_in": int(self.n_features_in_),
+            "params": params, "x_scaler": vars(self.x_scaler_), "y_scaler": vars(self.y_scaler_),
+            "y_ndim": int(self.y_ndim_), "n_features_in": int(self.n_features_in_),
             "feature_names_in": None if names is None else [str(n) for n in names],
-            "history": np.asarray(self.history_, dtype=np.float64),
-            "columns": getattr(self, "columns_", None),
+            "history": np.asarray(self.history_, dtype=np.float64), "columns": getattr(self, "columns_", None),
             "model": self.model_.to_tree(),
         }
         storage.write(path, storage.REGRESSOR, tree)
@@ -230,9 +226,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"{path}: unknown field(s) {unknown} (written by a newer deepgp?)")
         known = cls().get_params()
         if set(params) - set(known):
-            raise ValueError(
-                f"{path}: unknown setting(s) {sorted(set(params) - set(known))} (written by a newer deepgp?)"
-            )
+            raise ValueError(f"{path}: unknown setting(s) {sorted(set(params) - set(known))} "
+                             "(written by a newer deepgp?)")
         for name in params:  # each setting of the type of its default
             kind = {float: (int, float), type(None): (str, type(None))}.get(type(known[name]), type(known[name]))
             storage.field(params, name, kind, path)
@@ -244,10 +239,9 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             try:
                 check_device(params.get("device"))
             except ValueError:
-                warnings.warn(
-                    f"{path} was fitted on {params['device']}, which is not available here; loading on the CPU",
-                    stacklevel=2,
-                )
+                warnings.warn(f"{path} was fitted on {params['device']}, which is not available here; "
+                              "loading on the CPU",
+                              stacklevel=2)
                 params["device"] = None
         est = cls(**params)
         try:
@@ -262,9 +256,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         names = field(tree, "feature_names_in", list, path, optional=True)
         if names is not None:
             if len(names) != est.n_features_in_ or not all(isinstance(n, str) for n in names):
-                raise ValueError(
-                    f"{path} is damaged: the field 'feature_names_in' does not name {est.n_features_in_} inputs"
-                )
+                raise ValueError(f"{path} is damaged: the field 'feature_names_in' "
+                                 f"does not name {est.n_features_in_} inputs")
             est.feature_names_in_ = np.asarray(names, dtype=object)
         history = field(tree, "history", torch.Tensor, path)
         if history.dim() != 1 or not history.is_floating_point():
@@ -273,25 +266,15 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         columns = field(tree, "columns", dict, path, optional=True)
         if columns is not None:
             inputs, target = columns.get("inputs"), columns.get("target")
-            if not (
-                isinstance(inputs, list)
-                and all(isinstance(n, str) for n in inputs)
-                and isinstance(target, str)
-                and len(set(inputs)) == len(inputs) == est.n_features_in_
-                and target not in inputs
-            ):
-                raise ValueError(
-                    f"{path} is damaged: the field 'columns' does not name {est.n_features_in_} distinct "
-                    "inputs and a target"
-                )
+            if not (isinstance(inputs, list) and all(isinstance(n, str) for n in inputs) and isinstance(target, str)
+                    and len(set(inputs)) == len(inputs) == est.n_features_in_ and target not in inputs):
+                raise ValueError(f"{path} is damaged: the field 'columns' does not name {est.n_features_in_} distinct "
+                                 "inputs and a target")
             est.columns_ = {"inputs": inputs, "target": target}  # the CSV column names, set by `deepgp fit`
         model = field(tree, "model", dict, path)
         est.model_ = DeepGP.from_tree(model, path, check_device(params["device"]))
-        if (
-            est.model_.input_dim != est.n_features_in_
-            or est.x_scaler_.mean.shape != (est.n_features_in_,)
-            or est.y_scaler_.mean.shape != (est.model_.output_dim,)
-        ):
+        if (est.model_.input_dim != est.n_features_in_ or est.x_scaler_.mean.shape != (est.n_features_in_,)
+                or est.y_scaler_.mean.shape != (est.model_.output_dim,)):
             raise ValueError(f"{path} is damaged: its model, scalers and input count disagree")
         return est
 
@@ -306,10 +289,8 @@ def _check_spread(Xs: np.ndarray, dtype) -> None:
     limit, far = max_magnitude("input", dtype), float(np.abs(Xs).max(initial=0.0))
     if far > limit:
         fix = "use dtype='float64'" if dtype == torch.float32 else "remove or transform the outlier"
-        raise ValueError(
-            f"X has a value {far:.3g} standard deviations from its column's mean, beyond the {limit:.2g} "
-            f"that {str(dtype).removeprefix('torch.')} arithmetic allows here; {fix}"
-        )
+        raise ValueError(f"X has a value {far:.3g} standard deviations from its column's mean, beyond the {limit:.2g} "
+                         f"that {str(dtype).removeprefix('torch.')} arithmetic allows here; {fix}")
 
 
 def _scaler(tree: dict, name: str, path) -> Standardizer:
@@ -321,21 +302,12 @@ def _scaler(tree: dict, name: str, path) -> Standardizer:
 
 
 DeepGPRegressor.__init__.__signature__ = inspect.Signature(
-    [
-        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-        inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=ModelConfig.model),
-    ]
-    + [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
-        for name, default, _ in _settings()
-        if name != "model"
-    ]
-)
-DeepGPRegressor.__doc__ += (
-    "\n    Parameters (name = default: meaning):\n\n"
-    + "\n".join(f"    * ``{name} = {default!r}``: {help}" for name, default, help in _settings())
-    + "\n"
-)
+    [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+     inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=ModelConfig.model)]
+    + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+       for name, default, _ in _settings() if name != "model"])
+DeepGPRegressor.__doc__ += "\n    Parameters (name = default: meaning):\n\n" + "\n".join(
+    f"    * ``{name} = {default!r}``: {help}" for name, default, help in _settings()) + "\n"
 
 
 def _is_complex(value) -> bool:
@@ -346,17 +318,8 @@ def _is_complex(value) -> bool:
 
 
 # the fields of a saved estimator (save / from_tree)
-_FIELDS = (
-    "params",
-    "x_scaler",
-    "y_scaler",
-    "y_ndim",
-    "n_features_in",
-    "feature_names_in",
-    "history",
-    "columns",
-    "model",
-)
+_FIELDS = ("params", "x_scaler", "y_scaler", "y_ndim", "n_features_in", "feature_names_in", "history", "columns",
+           "model")
 
 
 def _validate(estimator, names: str, *arrays, **kwargs):

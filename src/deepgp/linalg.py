@@ -78,9 +78,8 @@ def seeded(seed: int | None, device=None):
     CPU alone would leave the caller's CUDA stream reseeded, and repeat it in every seeded block).
     """
     device = torch.device(device) if device is not None else torch.device("cpu")
-    devices = (
-        [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-    )
+    devices = ([device.index if device.index is not None else torch.cuda.current_device()]
+               if device.type == "cuda" else [])
     with torch.random.fork_rng(devices=devices):
         if seed is not None:
             torch.manual_seed(seed)
@@ -112,7 +111,9 @@ class _InverseCholesky(torch.autograd.Function):
         return -0.5 * (B + B.mT), None, None
 
 
-def inverse_cholesky(A: torch.Tensor, jitter: float = DEFAULT_JITTER, where: str = "a covariance") -> torch.Tensor:
+def inverse_cholesky(
+    A: torch.Tensor, jitter: float = DEFAULT_JITTER, where: str = "a covariance"
+) -> torch.Tensor:
     """L⁻¹ [..., n, n] (lower-triangular) for L the Cholesky factor of ``A + jitter * I``.
 
     The factorisation retries with more jitter exactly as :func:`cholesky`. Differentiable in A

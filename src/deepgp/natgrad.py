@@ -55,9 +55,8 @@ def _natural_update(layer: GPLayer, R, D, w, Rt_g1, gamma: float, max_halvings: 
 
 
 @torch.no_grad()
-def natgrad_step_q(
-    layer: GPLayer, grad_m: torch.Tensor, grad_R: torch.Tensor, gamma: float, max_halvings: int = 6
-) -> float:
+def natgrad_step_q(layer: GPLayer, grad_m: torch.Tensor, grad_R: torch.Tensor, gamma: float,
+                   max_halvings: int = 6) -> float:
     """θ ← θ + γ ∂F/∂η (ascent on F), written back to the layer's (q_mu, q_sqrt), from the
     gradients of F in the layer's own parameters, ∂F/∂m [M, L] and ∂F/∂R [L, M, M]
     (R = tril(q_sqrt)), as one backward pass gives them (training uses this).

@@ -32,9 +32,8 @@ def check_inner_sampling(inner_sampling: str) -> str:
     return inner_sampling
 
 
-def elbo_iw(
-    model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5, inner_sampling: str = "joint"
-) -> torch.Tensor:
+def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5,
+            inner_sampling: str = "joint") -> torch.Tensor:
     """The importance-weighted bound (paper eq. 11; docs/math.md §8):
 
         (N/B) Σ_n [ logsumexp_k ℓ_n^k − log K ] − Σ_layers KL(q(v) ‖ p(v)),

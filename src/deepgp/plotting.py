@@ -70,9 +70,8 @@ def log_density_grid(model, x_grid, y_grid, num_samples: int = 300, seed: int = 
     """
     dgp, xs, ys = _unwrap(model)
     if dgp.input_dim != 1 or dgp.output_dim != 1:
-        raise ValueError(
-            f"a density image needs a model with 1 input and 1 output, got {dgp.input_dim} and {dgp.output_dim}"
-        )
+        raise ValueError("a density image needs a model with 1 input and 1 output, "
+                         f"got {dgp.input_dim} and {dgp.output_dim}")
     dgp.eval()
     X = torch.as_tensor(xs.transform(np.asarray(x_grid, dtype=np.float64).reshape(-1, 1)), dtype=dgp.dtype)
     Y = torch.as_tensor(ys.transform(np.asarray(y_grid, dtype=np.float64).reshape(-1, 1)), dtype=dgp.dtype)
@@ -86,16 +85,8 @@ def log_density_grid(model, x_grid, y_grid, num_samples: int = 300, seed: int = 
 
 
 def plot_posterior_density(
-    ax,
-    model,
-    x_range,
-    y_range,
-    data=None,
-    resolution: int = 200,
-    num_samples: int = 300,
-    seed: int = 0,
-    title: str | None = None,
-    gamma: float = 0.5,
+    ax, model, x_range, y_range, data=None, resolution: int = 200, num_samples: int = 300, seed: int = 0,
+    title: str | None = None, gamma: float = 0.5,
 ):
     """Draw p(y | x) as an image on ``ax`` with optional data points (the style of Figures 1, 5).
 
@@ -105,14 +96,8 @@ def plot_posterior_density(
     xg = np.linspace(*x_range, resolution)
     yg = np.linspace(*y_range, resolution)
     density = np.exp(log_density_grid(model, xg, yg, num_samples, seed))
-    ax.imshow(
-        density,
-        origin="lower",
-        aspect="auto",
-        extent=(*x_range, *y_range),
-        cmap="viridis",
-        norm=matplotlib.colors.PowerNorm(gamma, vmin=0.0, vmax=float(np.quantile(density, 0.995))),
-    )
+    ax.imshow(density, origin="lower", aspect="auto", extent=(*x_range, *y_range), cmap="viridis",
+              norm=matplotlib.colors.PowerNorm(gamma, vmin=0.0, vmax=float(np.quantile(density, 0.995))))
     if data is not None:
         x, y = (np.asarray(a).ravel() for a in data)
         ax.scatter(x, y, s=0.3, c="white", alpha=0.35, linewidths=0)
@@ -165,16 +150,8 @@ def prior_draw(model: DeepGP, x: np.ndarray, w_values: np.ndarray, seed: int = 0
     return H[:, 0].reshape(W, G).cpu().numpy()
 
 
-def prior_figure(
-    specs,
-    num_draws: int = 4,
-    x_range=(-3.0, 3.0),
-    resolution: int = 200,
-    w_values=None,
-    seed: int = 0,
-    hidden_dim: int = 1,
-    **model_kwargs,
-):
+def prior_figure(specs, num_draws: int = 4, x_range=(-3.0, 3.0), resolution: int = 200,
+                 w_values=None, seed: int = 0, hidden_dim: int = 1, **model_kwargs):
     """A grid of prior draws: one row per model spec, one column per independent draw.
 
     For LV models each draw is shown for every w in ``w_values`` (default 9 values in
@@ -190,9 +167,8 @@ def prior_figure(
     axes = fig.subplots(len(specs), num_draws, squeeze=False)
     for r, spec in enumerate(specs):
         # from_spec only needs data to place inducing inputs; prior draws do not use them
-        model = DeepGP.from_spec(
-            spec, x[:, None], np.zeros((len(x), 1)), num_inducing=8, hidden_dim=hidden_dim, seed=seed, **model_kwargs
-        )
+        model = DeepGP.from_spec(spec, x[:, None], np.zeros((len(x), 1)), num_inducing=8, hidden_dim=hidden_dim,
+                                 seed=seed, **model_kwargs)
         for c in range(num_draws):
             ax = axes[r, c]
             f = prior_draw(model, x, w_values if model.has_latent else w_values[:1], seed=seed + 1000 * r + c)

@@ -51,10 +51,8 @@ def predictive_moments(model, X: torch.Tensor, num_samples: int):
 def _sample_predictive(model, X: torch.Tensor, num_samples: int) -> np.ndarray:
     """y draws [S, N, D_y] (numpy) at checked inputs X [N, D]."""
     model.eval()
-    out = [
-        draw_y(model, *predictive_moments(model, X[sl], num_samples)).cpu().numpy()
-        for sl in chunks(X.shape[0], num_samples)
-    ]
+    out = [draw_y(model, *predictive_moments(model, X[sl], num_samples)).cpu().numpy()
+           for sl in chunks(X.shape[0], num_samples)]
     return np.concatenate(out, axis=1)
 
 
@@ -115,3 +113,5 @@ def predictive_log_density(model, X, Y, num_samples: int = 2000, estimator: str 
         raise ValueError(f"num_samples must be >= 2 for estimator='kde', got {num_samples}")
     with seeded(seed, model.device):
         return _log_density(model, X, Y, num_samples, estimator)
+
+

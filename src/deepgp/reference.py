@@ -46,9 +46,8 @@ def expectation_parameters(layer: GPLayer):
 
 
 @torch.no_grad()
-def natgrad_step(
-    layer: GPLayer, grad_eta1: torch.Tensor, grad_eta2: torch.Tensor, gamma: float, max_halvings: int = 6
-) -> float:
+def natgrad_step(layer: GPLayer, grad_eta1: torch.Tensor, grad_eta2: torch.Tensor, gamma: float,
+                 max_halvings: int = 6) -> float:
     """θ ← θ + γ ∂F/∂η (ascent on F), written back to the layer's (q_mu, q_sqrt).
 
     ∂F/∂η₁ [M, L], ∂F/∂η₂ [L, M, M]. If the updated −2θ₂ is not positive definite the step is

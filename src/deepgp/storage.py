@@ -41,11 +41,9 @@ import torch
 MODEL = "deepgp-model/2"
 REGRESSOR = "deepgp-regressor/2"
 CHECKPOINT = "deepgp-checkpoint/2"
-WHAT = {
-    MODEL: "a model saved by deepgp (DeepGP.save)",
-    REGRESSOR: "a model saved by deepgp (DeepGPRegressor.save, deepgp fit)",
-    CHECKPOINT: "a training checkpoint saved by deepgp",
-}
+WHAT = {MODEL: "a model saved by deepgp (DeepGP.save)",
+        REGRESSOR: "a model saved by deepgp (DeepGPRegressor.save, deepgp fit)",
+        CHECKPOINT: "a training checkpoint saved by deepgp"}
 NOUN = {MODEL: "the model", REGRESSOR: "the model", CHECKPOINT: "the checkpoint"}
 _ZIP = b"PK\x03\x04"  # torch.save's zip container
 
@@ -65,10 +63,8 @@ def pack(tree) -> tuple[object, dict[str, torch.Tensor]]:
         return name
 
     def refuse(what: str, where: str):
-        raise ValueError(
-            f"cannot save {what} (at {where or 'the top'}): files hold real tensors, numbers, strings, "
-            "lists and dicts only"
-        )
+        raise ValueError(f"cannot save {what} (at {where or 'the top'}): files hold real tensors, numbers, strings, "
+                         "lists and dicts only")
 
     def walk(value, where: str):
         if isinstance(value, np.ndarray):
@@ -112,7 +108,7 @@ def unpack(obj, tensors: dict[str, torch.Tensor]):
     if not isinstance(obj, dict):
         return obj
     if len(obj) == 1:
-        ((key, value),) = obj.items()
+        (key, value), = obj.items()
         if key == "$tensor":
             if not isinstance(value, str) or value not in tensors:
                 raise ValueError(f"a reference to a missing tensor {value!r}")
@@ -281,10 +277,8 @@ def legacy_message(path, kind: str) -> str:
     head = f"{path} is in deepgp 0.1's pickle format, which can run code when opened, so it is not read."
     if kind == CHECKPOINT:
         return f"{head} Delete it to train from the start"
-    return (
-        f"{head} If you trust where it came from, convert it once with `deepgp convert {path} NEW --trust` "
-        f"(or `load({str(path)!r}, trust=True)` then `save`)"
-    )
+    return (f"{head} If you trust where it came from, convert it once with `deepgp convert {path} NEW --trust` "
+            f"(or `load({str(path)!r}, trust=True)` then `save`)")
 
 
 def is_legacy(path) -> bool:
@@ -307,10 +301,8 @@ class _NumpyCompatibleUnpickler(pickle.Unpickler):
 
 
 _numpy_compatible_pickle = types.SimpleNamespace(
-    __name__="pickle",
-    Unpickler=_NumpyCompatibleUnpickler,
-    load=lambda f, **kw: _NumpyCompatibleUnpickler(f, **kw).load(),
-)
+    __name__="pickle", Unpickler=_NumpyCompatibleUnpickler,
+    load=lambda f, **kw: _NumpyCompatibleUnpickler(f, **kw).load())
 
 
 def read_legacy(path) -> tuple[str, dict]:
@@ -344,8 +336,7 @@ def read_legacy(path) -> tuple[str, dict]:
         tree.update(
             x_scaler={k: torch.as_tensor(v) for k, v in blob["x_scaler"].items()},
             y_scaler={k: torch.as_tensor(v) for k, v in blob["y_scaler"].items()},
-            history=torch.as_tensor(np.asarray(blob["history"], dtype=np.float64)),
-            feature_names_in=None,
+            history=torch.as_tensor(np.asarray(blob["history"], dtype=np.float64)), feature_names_in=None,
             model=model_tree(unpickle(io.BytesIO(blob["model"]))),
         )
         return REGRESSOR, tree

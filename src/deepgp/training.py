@@ -94,38 +94,16 @@ def fit(
     method, num_samples, inner_sampling, iterations, batch_size, seed = (
         cfg.method, cfg.num_samples, cfg.inner_sampling, cfg.iterations, cfg.batch_size, cfg.seed)
     lr, gamma, decay, decay_every, natgrad = (
-        float(cfg.lr),
-        float(cfg.gamma),
-        float(cfg.decay),
-        cfg.decay_every,
-        cfg.natgrad,
-    )
+        float(cfg.lr), float(cfg.gamma), float(cfg.decay), cfg.decay_every, cfg.natgrad)
     checkpoint_every = check_positive_int("checkpoint_every", checkpoint_every)
     if checkpoint is not None:
         storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
     X, Y = as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim, min_rows=2)
     check_magnitude(X, Y, model.dtype)
-    fingerprint = (
-        None
-        if checkpoint is None
-        else _fingerprint(
-            model,
-            X,
-            Y,
-            dict(
-                method=method,
-                num_samples=num_samples,
-                batch_size=min(batch_size, X.shape[0]),
-                seed=seed,
-                lr=lr,
-                gamma=gamma,
-                decay=decay,
-                decay_every=decay_every,
-                natgrad=bool(natgrad),
-                inner_sampling=inner_sampling if method == "iw" else "-",
-            ),
-        )
-    )
+    fingerprint = None if checkpoint is None else _fingerprint(model, X, Y, dict(
+        method=method, num_samples=num_samples, batch_size=min(batch_size, X.shape[0]), seed=seed, lr=lr,
+        gamma=gamma, decay=decay, decay_every=decay_every, natgrad=bool(natgrad),
+        inner_sampling=inner_sampling if method == "iw" else "-"))
     model.num_data = X.shape[0]
     final = model.final_layer
     q_final = {id(final.q_mu), id(final.q_sqrt)} if natgrad else set()
@@ -153,10 +131,8 @@ def fit(
                 if "rng_cuda" in state and model.device.type == "cuda":
                     torch.cuda.set_rng_state(state["rng_cuda"], model.device)
             except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as err:
-                raise ValueError(
-                    f"checkpoint {checkpoint} is damaged ({type(err).__name__}: "
-                    f"{' '.join(str(err).split())[:200]}); delete it to train from the start"
-                ) from None
+                raise ValueError(f"checkpoint {checkpoint} is damaged ({type(err).__name__}: "
+                                 f"{' '.join(str(err).split())[:200]}); delete it to train from the start") from None
 
         def cuda_rng() -> dict:
             # on a GPU the Monte-Carlo draws come from the device's generator: resume it too
@@ -164,21 +140,10 @@ def fit(
 
         def save():
             if checkpoint is not None:  # atomic: an interrupted save never corrupts the last one
-                storage.write(
-                    checkpoint,
-                    storage.CHECKPOINT,
-                    dict(
-                        model=model.state_dict(),
-                        adam=adam.state_dict(),
-                        schedule=schedule.state_dict(),
-                        history=torch.tensor(history, dtype=torch.float64),
-                        iteration=len(history),
-                        batches=batches.buffer,
-                        rng=torch.get_rng_state(),
-                        fingerprint=fingerprint,
-                        **cuda_rng(),
-                    ),
-                )
+                storage.write(checkpoint, storage.CHECKPOINT, dict(
+                    model=model.state_dict(), adam=adam.state_dict(), schedule=schedule.state_dict(),
+                    history=torch.tensor(history, dtype=torch.float64), iteration=len(history),
+                    batches=batches.buffer, rng=torch.get_rng_state(), fingerprint=fingerprint, **cuda_rng()))
 
         settle_heap(model.device)  # deepgp.runtime: fewer page faults per step; DEEPGP_SETTLE_HEAP=0 opts out
         bar = tqdm(total=iterations, initial=start, disable=not progress, desc=f"{model.spec} {method}", leave=False)
@@ -206,8 +171,7 @@ def fit(
                     if in_a_row >= MAX_SKIPPED_IN_A_ROW:
                         raise NaturalGradientError(
                             f"the natural-gradient step of {final.name} failed on {in_a_row} iterations in a row "
-                            f"(up to iteration {t}; gamma={gamma}): q(v) no longer moves. Try a smaller gamma"
-                        )
+                            f"(up to iteration {t}; gamma={gamma}): q(v) no longer moves. Try a smaller gamma")
                 else:
                     in_a_row = 0
             history.append(value)
@@ -222,13 +186,9 @@ def fit(
         save()
     model.eval()
     if skipped:
-        warnings.warn(
-            f"the natural-gradient step of {final.name} was skipped on {skipped} of {len(history) - start} "
-            f"iterations (gamma={gamma}: the new q(v) was not positive definite even at gamma/64); "
-            "a smaller gamma avoids that",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        warnings.warn(f"the natural-gradient step of {final.name} was skipped on {skipped} of {len(history) - start} "
+                      f"iterations (gamma={gamma}: the new q(v) was not positive definite even at gamma/64); "
+                      "a smaller gamma avoids that", RuntimeWarning, stacklevel=2)
     return np.asarray(history)
 
 
@@ -248,7 +208,6 @@ def _check_state(state: dict, adam, schedule, n: int) -> None:
     written: the optimiser's and the schedule's settings as this run's, every Adam buffer of its
     parameter's shape and dtype, a history as long as the iteration count, minibatch indices in
     range. (A fused Adam step trusts its buffers' shapes: a wrong one would write out of bounds.)"""
-
     def fail(what):
         raise ValueError(what)
 
@@ -256,21 +215,12 @@ def _check_state(state: dict, adam, schedule, n: int) -> None:
     if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
         fail(f"iteration {iteration!r}")
     history = state["history"]
-    if not (
-        isinstance(history, torch.Tensor)
-        and history.dtype == torch.float64
-        and history.shape == (iteration,)
-        and bool(torch.isfinite(history).all())
-    ):
+    if not (isinstance(history, torch.Tensor) and history.dtype == torch.float64 and history.shape == (iteration,)
+            and bool(torch.isfinite(history).all())):
         fail("its history is not one finite bound per iteration")
     batches = state["batches"]
-    if not (
-        isinstance(batches, torch.Tensor)
-        and batches.dtype == torch.long
-        and batches.dim() == 1
-        and batches.numel() <= n
-        and bool(((batches >= 0) & (batches < n)).all())
-    ):
+    if not (isinstance(batches, torch.Tensor) and batches.dtype == torch.long and batches.dim() == 1
+            and batches.numel() <= n and bool(((batches >= 0) & (batches < n)).all())):
         fail(f"its minibatch indices are not indices of {n} points")
     rng = state["rng"]
     if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8 and rng.shape == torch.get_rng_state().shape):
@@ -291,17 +241,12 @@ def _check_state(state: dict, adam, schedule, n: int) -> None:
         p = params[index]
         step = buffers["step"]
         if set(buffers) != {"step", "exp_avg", "exp_avg_sq"} or not (
-            isinstance(step, torch.Tensor) and step.numel() == 1 and 0 <= float(step) <= iteration
-        ):
+                isinstance(step, torch.Tensor) and step.numel() == 1 and 0 <= float(step) <= iteration):
             fail(f"the optimiser state of parameter {index}")
         for name in ("exp_avg", "exp_avg_sq"):
             t = buffers[name]
-            if not (
-                isinstance(t, torch.Tensor)
-                and t.shape == p.shape
-                and t.dtype == p.dtype
-                and bool(torch.isfinite(t).all())
-            ):
+            if not (isinstance(t, torch.Tensor) and t.shape == p.shape and t.dtype == p.dtype
+                    and bool(torch.isfinite(t).all())):
                 fail(f"the optimiser buffer {name} of parameter {index} does not fit it")
     sched, own = state["schedule"], schedule.state_dict()
     if set(sched) != set(own) or any(sched[k] != own[k] for k in ("step_size", "gamma", "base_lrs")):
@@ -318,11 +263,9 @@ def _fingerprint(model, X: torch.Tensor, Y: torch.Tensor, settings: dict) -> dic
         digest.update(repr((a.shape, str(a.dtype))).encode())
         digest.update(np.ascontiguousarray(a).tobytes())
     config = getattr(model, "config", None)
-    architecture = (
-        dict(dataclasses.asdict(config), input_dim=model.input_dim, output_dim=model.output_dim)
-        if config is not None
-        else {"spec": model.spec, "shapes": {k: list(v.shape) for k, v in model.state_dict().items()}}
-    )
+    architecture = (dict(dataclasses.asdict(config), input_dim=model.input_dim, output_dim=model.output_dim)
+                    if config is not None else
+                    {"spec": model.spec, "shapes": {k: list(v.shape) for k, v in model.state_dict().items()}})
     return {"data": digest.hexdigest(), "num_data": int(X.shape[0]), "model": architecture, "settings": settings}
 
 
@@ -330,17 +273,14 @@ def _check_fingerprint(saved: dict, current: dict, path) -> None:
     """A ValueError naming what differs between the checkpoint's run and this one."""
     again = "use the same data and settings, another checkpoint file, or delete it to train from the start"
     if saved.get("num_data") != current["num_data"] or saved.get("data") != current["data"]:
-        size = (
-            f"{saved.get('num_data')} points, not {current['num_data']}"
-            if saved.get("num_data") != current["num_data"]
-            else "the same number of points but other values"
-        )
+        size = (f"{saved.get('num_data')} points, not {current['num_data']}"
+                if saved.get("num_data") != current["num_data"]
+                else "the same number of points but other values")
         raise ValueError(f"checkpoint {path} was written for other training data ({size}); {again}")
     for part, what in (("model", "another model"), ("settings", "other settings")):
         old = saved.get(part) if isinstance(saved.get(part), dict) else {}
         new = current[part]
-        diff = [
-            f"{k}={old.get(k)!r} (now {new.get(k)!r})" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)
-        ]
+        diff = [f"{k}={old.get(k)!r} (now {new.get(k)!r})" for k in sorted(set(old) | set(new))
+                if old.get(k) != new.get(k)]
         if diff:
             raise ValueError(f"checkpoint {path} was written for {what}: {', '.join(diff)}; {again}")

@@ -6,9 +6,8 @@ import numpy as np
 import torch
 
 
-def as_matrix(
-    name: str, value, dtype=torch.float64, device=None, allow_vector: bool = False, min_rows: int = 1
-) -> torch.Tensor:
+def as_matrix(name: str, value, dtype=torch.float64, device=None, allow_vector: bool = False,
+              min_rows: int = 1) -> torch.Tensor:
     """Convert an array-like to a finite [N, D] tensor.
 
     A 1-D input is a column ([N] → [N, 1]) only where ``allow_vector`` (targets); for inputs it
@@ -70,11 +69,9 @@ def check_magnitude(X: torch.Tensor, Y: torch.Tensor | None, dtype) -> None:
             continue
         big, limit = float(t.abs().max()), max_magnitude(role, dtype)
         if big > limit:
-            raise ValueError(
-                f"{name} has values as large as {big:.3g}, beyond the {limit:.2g} that "
-                f"{str(dtype).removeprefix('torch.')} arithmetic allows here; standardise {name} first "
-                "(DeepGPRegressor does it itself)"
-            )
+            raise ValueError(f"{name} has values as large as {big:.3g}, beyond the {limit:.2g} that "
+                             f"{str(dtype).removeprefix('torch.')} arithmetic allows here; standardise {name} first "
+                             "(DeepGPRegressor does it itself)")
 
 
 def as_xy(X, Y, dtype=torch.float64, device=None, input_dim=None, output_dim=None, min_rows: int = 1):
@@ -133,11 +130,9 @@ def check_device(device) -> torch.device | None:
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             why = "this torch is a CPU-only build" if torch.version.cuda is None else "no GPU is visible"
-            raise ValueError(
-                f"device {str(device)!r} was requested but CUDA is not available ({why}); use device='cpu'"
-            )
+            raise ValueError(f"device {str(device)!r} was requested but CUDA is not available ({why}); "
+                             "use device='cpu'")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(
-                f"device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) visible"
-            )
+            raise ValueError(f"device {str(device)!r} does not exist: "
+                             f"{torch.cuda.device_count()} CUDA device(s) visible")
     return dev

@@ -154,8 +154,8 @@ def test_cli_benchmark_and_report(data_dir, tmp_path, capsys):
     # evaluated with fewer draws than the default: reported apart from rows of the default protocol
     assert "| toya | LV-GP (VI, predict_samples=40, shapiro_points=5) | 1 |" in capsys.readouterr().out
     assert main(args[:4] + ["LV-GP:iw", "--inner-sampling", "independent", "--dtype", "float32"] + args[5:]) == 0
-    expected = "toya LV-GP iw split 0 seed 0 (independent inner draws, float32, predict_samples=40, shapiro_points=5)"
-    assert expected in capsys.readouterr().out
+    assert ("toya LV-GP iw split 0 seed 0 (independent inner draws, float32, predict_samples=40, shapiro_points=5)"
+            in capsys.readouterr().out)
     assert main(["benchmark", "--datasets", "nonesuch", "--data-dir", str(tmp_path), "--results", str(results)]) == 2
     assert "not found" in capsys.readouterr().err
 
@@ -164,30 +164,18 @@ def test_inner_sampling_and_dtype_are_row_keys(data_dir, tmp_path):
     results = tmp_path / "r.csv"
     pairs = (("GP", "vi"), ("LV-GP-GP", "iw"))
     base = runner.make_configs(["toya"], pairs, [0], iterations=3, data_dir=str(data_dir), **FAST)
-    other = runner.make_configs(
-        ["toya"],
-        pairs,
-        [0],
-        iterations=3,
-        data_dir=str(data_dir),
-        inner_sampling="independent",
-        dtype="float32",
-        **FAST,
-    )
+    other = runner.make_configs(["toya"], pairs, [0], iterations=3, data_dir=str(data_dir),
+                                inner_sampling="independent",
+                                dtype="float32", **FAST)
     assert runner.run_benchmark(base, results, log=lambda m: None) == 0
     calls = []
     runner.run_benchmark(other, results, run=lambda c: calls.append(c) or runner.run_config(c), log=lambda m: None)
     assert [(c["model"], c["inner_sampling"], c["dtype"]) for c in calls] == [
-        ("GP", "-", "float32"),
-        ("LV-GP-GP", "independent", "float32"),
-    ]  # nothing reused from the float64 rows
+        ("GP", "-", "float32"), ("LV-GP-GP", "independent", "float32")]  # nothing reused from the float64 rows
     rows = runner.read_results(results)
     assert sorted((r["model"], r["inner_sampling"], r["dtype"]) for r in rows) == [
-        ("GP", "-", "float32"),
-        ("GP", "-", "float64"),
-        ("LV-GP-GP", "independent", "float32"),
-        ("LV-GP-GP", "joint", "float64"),
-    ]
+        ("GP", "-", "float32"), ("GP", "-", "float64"), ("LV-GP-GP", "independent", "float32"),
+        ("LV-GP-GP", "joint", "float64")]
     lv = {r["inner_sampling"]: r for r in rows if r["model"] == "LV-GP-GP"}
     assert lv["joint"]["bound"] != lv["independent"]["bound"]
 
@@ -196,9 +184,8 @@ def test_a_results_file_from_before_the_new_columns_is_migrated_and_resumed(data
     results = tmp_path / "old.csv"
     # settings the old format did not record are read as their defaults: these runs used them
     fast = {k: v for k, v in FAST.items() if k not in ("predict_samples", "shapiro_points")}
-    todo = runner.make_configs(
-        ["toya", "toyb"], (("GP", "vi"), ("LV-GP", "iw")), (0,), iterations=3, data_dir=str(data_dir), **fast
-    )
+    todo = runner.make_configs(["toya", "toyb"], (("GP", "vi"), ("LV-GP", "iw")), (0,), iterations=3,
+                               data_dir=str(data_dir), **fast)
     runner.run_benchmark(todo, results, log=lambda m: None)
     # rewrite it as the previous format wrote it: no inner_sampling / dtype columns, nor most settings
     old_columns = OLD_COLUMNS
@@ -210,9 +197,7 @@ def test_a_results_file_from_before_the_new_columns_is_migrated_and_resumed(data
         f.write("toya,GP,vi,0,trunc")  # a line cut by a crash: still ignored
     with pytest.warns(runner.ResultsFileWarning, match=f"ignoring damaged line {len(rows) + 2}"):
         assert {(r["method"], r["inner_sampling"], r["dtype"]) for r in runner.read_results(results)} == {
-            ("vi", "-", "float64"),
-            ("iw", "joint", "float64"),
-        }  # read as the values those runs used
+            ("vi", "-", "float64"), ("iw", "joint", "float64")}  # read as the values those runs used
     calls = []
     with pytest.warns(runner.ResultsFileWarning):
         assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c), log=lambda m: None) == 0
@@ -256,15 +241,8 @@ def test_what_counts_as_a_damaged_line(tmp_path):
     results = tmp_path / "r.csv"
     runner.run_benchmark(fake_configs("a"), results, run=fake_row, log=quiet)
     good = results.read_bytes().splitlines()[1]
-    lines = [
-        good.replace(b"a,", b"b,", 1),
-        b"",
-        good + b",extra",
-        good.replace(b",3,", b",three,", 1),
-        b'x,"y"z',
-        good.replace(b"a,", b"c,", 1) + b"\r",
-        good.replace(b"a,", b"\xff,", 1),
-    ]
+    lines = [good.replace(b"a,", b"b,", 1), b"", good + b",extra", good.replace(b",3,", b",three,", 1), b'x,"y"z',
+             good.replace(b"a,", b"c,", 1) + b"\r", good.replace(b"a,", b"\xff,", 1)]
     with open(results, "ab") as f:
         f.write(b"\n".join(lines))
     loaded = runner.load_results(results)
@@ -330,10 +308,8 @@ def test_a_file_that_is_not_a_results_file_is_refused(tmp_path):
 
 
 # -- claims --------------------------------------------------------------------------------------
-HOLD = (
-    "import filelock, sys, time; lock = filelock.FileLock(sys.argv[1], timeout=0); lock.acquire(); "
-    "print('held', flush=True); time.sleep(60)"
-)
+HOLD = ("import filelock, sys, time; lock = filelock.FileLock(sys.argv[1], timeout=0); lock.acquire(); "
+        "print('held', flush=True); time.sleep(60)")
 
 
 def hold_claim(path: Path) -> subprocess.Popen:
@@ -437,28 +413,22 @@ def test_parse_splits(text, splits):
 
 @pytest.mark.parametrize("text", ["abc", "3-1", "-1", "1-x", "", "1-2-3", "0,x"])
 def test_parse_splits_refuses_malformed_text(text):
-    with pytest.raises(
-        ValueError,
-        match=f"splits must be integers in \\[0, 4294967295\\] like '0-4' or '0,2' "
-        f"\\(at most 100000 of them\\), got '{text}'",
-    ):
+    with pytest.raises(ValueError, match="splits must be integers in \\[0, 4294967295\\] like '0-4' or '0,2' "
+                                         f"\\(at most 100000 of them\\), got '{text}'"):
         runner.parse_splits(text)
 
 
-@pytest.mark.parametrize(
-    "setting, message",
-    [
-        (dict(num_inducing=0), "num_inducing must be an integer >= 1, got 0"),
-        (dict(test_limit=0), "test_limit must be an integer >= 1, got 0"),
-        (dict(iterations=-1), "iterations must be an integer >= 0, got -1"),
-        (dict(num_samples=0), "num_samples must be an integer >= 1, got 0"),
-        (dict(batch_size=2.5), "batch_size must be an integer >= 1, got 2.5"),
-        (dict(predict_samples="9"), "predict_samples must be an integer >= 3, got '9'"),
-        (dict(predict_samples=2), "predict_samples must be an integer >= 3, got 2"),
-        (dict(shapiro_points=True), "shapiro_points must be an integer >= 1, got True"),
-        (dict(splits=[0, -1]), "splits must be an integer >= 0, got -1"),
-    ],
-)
+@pytest.mark.parametrize("setting, message", [
+    (dict(num_inducing=0), "num_inducing must be an integer >= 1, got 0"),
+    (dict(test_limit=0), "test_limit must be an integer >= 1, got 0"),
+    (dict(iterations=-1), "iterations must be an integer >= 0, got -1"),
+    (dict(num_samples=0), "num_samples must be an integer >= 1, got 0"),
+    (dict(batch_size=2.5), "batch_size must be an integer >= 1, got 2.5"),
+    (dict(predict_samples="9"), "predict_samples must be an integer >= 3, got '9'"),
+    (dict(predict_samples=2), "predict_samples must be an integer >= 3, got 2"),
+    (dict(shapiro_points=True), "shapiro_points must be an integer >= 1, got True"),
+    (dict(splits=[0, -1]), "splits must be an integer >= 0, got -1"),
+])
 def test_make_configs_refuses_bad_settings(setting, message):
     args = dict(datasets=["a"], pairs=[("GP", "vi")], splits=[0], iterations=5) | setting
     with pytest.raises(ValueError, match=message):
@@ -474,48 +444,25 @@ def run_main(args, capsys):
     return status, capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-    "bad, named",
-    [
-        (["--num-inducing", "0"], ["argument --num-inducing: must be an integer >= 1, got '0'"]),
-        (["--test-limit", "0"], ["argument --test-limit"]),
-        (["--iterations", "-1"], ["argument --iterations: must be an integer >= 0"]),
-        (["--num-samples", "0"], ["argument --num-samples"]),
-        (["--batch-size", "x"], ["argument --batch-size"]),
-        (["--predict-samples", "0"], ["argument --predict-samples"]),
-        (["--shapiro-points", "0"], ["argument --shapiro-points"]),
-        (["--jobs", "0"], ["argument --jobs"]),
-        (["--splits", "abc"], ["argument --splits", "got 'abc'"]),
-        (["--splits", "3-1"], ["argument --splits", "got '3-1'"]),
-        (["--splits=-1"], ["argument --splits", "got '-1'"]),
-        (["--splits", "1-x"], ["argument --splits", "got '1-x'"]),
-    ],
-)
+@pytest.mark.parametrize("bad, named", [
+    (["--num-inducing", "0"], ["argument --num-inducing: must be an integer >= 1, got '0'"]),
+    (["--test-limit", "0"], ["argument --test-limit"]),
+    (["--iterations", "-1"], ["argument --iterations: must be an integer >= 0"]),
+    (["--num-samples", "0"], ["argument --num-samples"]),
+    (["--batch-size", "x"], ["argument --batch-size"]),
+    (["--predict-samples", "0"], ["argument --predict-samples"]),
+    (["--shapiro-points", "0"], ["argument --shapiro-points"]),
+    (["--jobs", "0"], ["argument --jobs"]),
+    (["--splits", "abc"], ["argument --splits", "got 'abc'"]),
+    (["--splits", "3-1"], ["argument --splits", "got '3-1'"]),
+    (["--splits=-1"], ["argument --splits", "got '-1'"]),
+    (["--splits", "1-x"], ["argument --splits", "got '1-x'"]),
+])
 def test_cli_bad_benchmark_settings_are_one_line_errors(data_dir, tmp_path, capsys, bad, named):
     results = tmp_path / "r.csv"
-    args = [
-        "benchmark",
-        "--datasets",
-        "toya",
-        "--models",
-        "GP:vi",
-        "--splits",
-        "0",
-        "--iterations",
-        "1",
-        "--num-inducing",
-        "4",
-        "--test-limit",
-        "5",
-        "--predict-samples",
-        "10",
-        "--shapiro-points",
-        "3",
-        "--data-dir",
-        str(data_dir),
-        "--results",
-        str(results),
-    ]
+    args = ["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--iterations", "1",
+            "--num-inducing", "4", "--test-limit", "5", "--predict-samples", "10", "--shapiro-points", "3",
+            "--data-dir", str(data_dir), "--results", str(results)]
     status, err = run_main(args + bad, capsys)
     assert status == 2 and len(err.splitlines()) == 1 and "deepgp benchmark: error: " in err
     assert all(text in err for text in named) and "Traceback" not in err
@@ -526,42 +473,21 @@ def test_cli_dask_missing_is_one_line_before_anything_is_claimed(data_dir, tmp_p
     monkeypatch.setitem(sys.modules, "dask", None)  # as if the optional extra were not installed
     monkeypatch.setitem(sys.modules, "dask.distributed", None)
     results = tmp_path / "r.csv"
-    status, err = run_main(
-        [
-            "benchmark",
-            "--datasets",
-            "toya",
-            "--models",
-            "GP:vi",
-            "--splits",
-            "0",
-            "--executor",
-            "dask",
-            "--data-dir",
-            str(data_dir),
-            "--results",
-            str(results),
-        ],
-        capsys,
-    )
+    status, err = run_main(["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--executor",
+                            "dask", "--data-dir", str(data_dir), "--results", str(results)], capsys)
     assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
     assert "deepgp benchmark: error: --executor dask needs dask.distributed: pip install 'deepgp[distributed]'" in err
     assert not results.exists() and not results.with_name("r.csv.claims").exists()
 
 
-@pytest.mark.parametrize(
-    "content, says",
-    [
-        ("dataset,score\ntoya,1\n", "x.csv is not a deepgp results file: it lacks the columns ['model', 'method', "),
-        ("", "x.csv holds no complete results rows"),
-        (",".join(runner.COLUMNS) + "\n", "x.csv holds no complete results rows"),
-        (
-            ",".join(runner.COLUMNS) + '\ngarbage,"oops\n',
-            "x.csv holds no complete results rows (ignored its damaged line 2)",
-        ),
-        (None, "No such file or directory: "),
-    ],
-)
+@pytest.mark.parametrize("content, says", [
+    ("dataset,score\ntoya,1\n", "x.csv is not a deepgp results file: it lacks the columns ['model', 'method', "),
+    ("", "x.csv holds no complete results rows"),
+    (",".join(runner.COLUMNS) + "\n", "x.csv holds no complete results rows"),
+    (",".join(runner.COLUMNS) + '\ngarbage,"oops\n',
+     "x.csv holds no complete results rows (ignored its damaged line 2)"),
+    (None, "No such file or directory: "),
+])
 def test_cli_report_of_a_file_without_results_is_a_one_line_error(tmp_path, capsys, content, says):
     path = tmp_path / "x.csv"
     if content is not None:

@@ -115,12 +115,8 @@ def test_failed_cholesky_names_the_layer():
 
 
 def test_cholesky_retries_with_more_jitter_only_where_needed():
-    A = torch.stack(
-        [
-            torch.eye(3, dtype=torch.float64),
-            torch.ones(3, 3, dtype=torch.float64) - 1e-5 * torch.eye(3, dtype=torch.float64),
-        ]
-    )
+    A = torch.stack([torch.eye(3, dtype=torch.float64),
+                     torch.ones(3, 3, dtype=torch.float64) - 1e-5 * torch.eye(3, dtype=torch.float64)])
     L = cholesky(A, jitter=1e-8)
     torch.testing.assert_close(L[0], torch.eye(3, dtype=torch.float64) * (1 + 1e-8) ** 0.5)
     assert torch.isfinite(L).all()
@@ -153,10 +149,8 @@ def test_conditional_and_its_gradients_match_the_plain_formula(full_cov):
     for moments in (lambda: plain_conditional(layer, H, full_cov), lambda: layer.conditional(H, full_cov)):
         mean, var = moments()
         g = torch.Generator().manual_seed(1)
-        g_mean, g_var = (
-            torch.randn(mean.shape, generator=g, dtype=torch.float64),
-            torch.randn(var.shape, generator=g, dtype=torch.float64),
-        )
+        g_mean, g_var = (torch.randn(mean.shape, generator=g, dtype=torch.float64),
+                         torch.randn(var.shape, generator=g, dtype=torch.float64))
         outputs.append((mean, var))
         grads.append(torch.autograd.grad((mean * g_mean).sum() + (var * g_var).sum(), params))
     for out, out_ref in zip(outputs[1], outputs[0]):

@@ -19,21 +19,14 @@ def register(sub) -> None:
         "one row per finished configuration, appended atomically (rerun the same command to resume). "
         "Several runs may share one --results file: each takes the configurations the others are not running.",
     )
-    p.add_argument(
-        "--datasets",
-        default=",".join(DATASETS),
-        help="comma-separated names (default: the 10 most used in the paper's Table 1)",
-    )
-    p.add_argument(
-        "--models",
-        default="GP:vi,GP-GP:vi,LV-GP:iw,LV-GP-GP:vi,LV-GP-GP:iw,LV-GP-GP-GP:iw",
-        help="comma-separated specs; MODEL:METHOD fixes the method, a bare MODEL is crossed with --methods "
-        "(iw skipped for models without LV). Default: six of the paper's Table 1 columns",
-    )
+    p.add_argument("--datasets", default=",".join(DATASETS),
+                   help="comma-separated names (default: the 10 most used in the paper's Table 1)")
+    p.add_argument("--models", default="GP:vi,GP-GP:vi,LV-GP:iw,LV-GP-GP:vi,LV-GP-GP:iw,LV-GP-GP-GP:iw",
+                   help="comma-separated specs; MODEL:METHOD fixes the method, a bare MODEL is crossed with --methods "
+                   "(iw skipped for models without LV). Default: six of the paper's Table 1 columns")
     p.add_argument("--methods", default="vi,iw", help="methods for bare models (default vi,iw)")
-    p.add_argument(
-        "--splits", type=_splits, default="0-4", help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)"
-    )
+    p.add_argument("--splits", type=_splits, default="0-4",
+                   help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)")
     # one option per setting, generated from the declarations (deepgp.config): model and method come
     # from --models, the seed from --splits; the budget defaults to the paper's
     add_settings(p, BenchmarkConfig)
@@ -50,12 +43,8 @@ def register(sub) -> None:
     r = sub.add_parser("report", help="Markdown table of a results CSV beside the paper's Table 1")
     r.add_argument("results", help="results CSV written by `deepgp benchmark`")
     r.add_argument("--paper", default=None, help="the paper's table, e.g. shared/paper/table1_test_loglik.csv")
-    r.add_argument(
-        "--metric",
-        default="test_loglik_kde",
-        choices=METRICS,
-        help="column to compare (default: the paper's KDE protocol)",
-    )
+    r.add_argument("--metric", default="test_loglik_kde", choices=METRICS,
+                   help="column to compare (default: the paper's KDE protocol)")
     r.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
     r.set_defaults(func=_report)
 
@@ -77,19 +66,13 @@ def _benchmark(args) -> int:
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     for d in datasets:
         find_uci(d, args.data_dir)  # fail now, with where it looked, not inside a worker later
-    pairs = model_methods(
-        [m.strip() for m in args.models.split(",") if m.strip()],
-        [m.strip() for m in args.methods.split(",") if m.strip()],
-    )
-    settings = {
-        **settings_of(BenchmarkConfig, vars(args)),
-        **settings_of(ModelConfig, vars(args)),
-        **settings_of(TrainConfig, vars(args)),
-    }
+    pairs = model_methods([m.strip() for m in args.models.split(",") if m.strip()],
+                          [m.strip() for m in args.methods.split(",") if m.strip()])
+    settings = {**settings_of(BenchmarkConfig, vars(args)), **settings_of(ModelConfig, vars(args)),
+                **settings_of(TrainConfig, vars(args))}
     del settings["iterations"]
-    configs = make_configs(
-        datasets, pairs, args.splits, args.iterations, data_dir=args.data_dir, device=args.device, **settings
-    )
+    configs = make_configs(datasets, pairs, args.splits, args.iterations, data_dir=args.data_dir, device=args.device,
+                           **settings)
     failed = run_benchmark(configs, args.results, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler)
     if failed:
         print(f"{failed} configuration(s) failed; rerun the same command to retry them", file=sys.stderr)

@@ -111,9 +111,8 @@ def median_difference(means: dict[tuple, float], configs: list[tuple], datasets:
     """Median over datasets of mean(config) − mean(GP VI), over datasets where both exist."""
     out = {}
     for c in configs:
-        diffs = [
-            means[(d, *c)] - means[(d, *BASELINE)] for d in datasets if (d, *c) in means and (d, *BASELINE) in means
-        ]
+        diffs = [means[(d, *c)] - means[(d, *BASELINE)] for d in datasets
+                 if (d, *c) in means and (d, *BASELINE) in means]
         out[c] = float(np.median(diffs)) if diffs else float("nan")
     return out
 
@@ -131,9 +130,8 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     configs = list(dict.fromkeys(_group(r)[1:] for r in rows))  # (model, method, variant)
     # the paper's value for a config: its (model, method), whatever our variant of it
     # (and for the GP (VI) baseline, which the paper's median differences need even if we did not run it)
-    paper_of = {
-        (d, *c): paper_table[(d, *c[:2])] for d in datasets for c in [*configs, BASELINE] if (d, *c[:2]) in paper_table
-    }
+    paper_of = {(d, *c): paper_table[(d, *c[:2])] for d in datasets for c in [*configs, BASELINE]
+                if (d, *c[:2]) in paper_table}
     ours = {g: _mean_se(v.values()) for g, v in groups.items()}
     budgets = sorted({(r["iterations"], r["num_inducing"], r["protocol"], r["test_limit"]) for r in rows})
 
@@ -143,21 +141,13 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
         lines.append(f"- budget: {it} iterations, {m} inducing points, protocol `{protocol}`, test limit {limit}")
     if ignored:
         one = len(loaded.damaged) == 1
-        lines.append(
-            f"- ignored {ignored} of the results file: {'not a complete row' if one else 'not complete rows'} "
-            f"(`deepgp benchmark` runs {'its configuration' if one else 'their configurations'} again)"
-        )
-    lines.append(
-        f"- mean (s.e.) over runs; s.e. = std (ddof 0) / √runs, as the paper. Total compute: "
-        f"{sum(r['seconds'] for r in rows) / 3600:.2f} h over {len(rows)} runs."
-    )
-    lines += [
-        "",
-        "## Per dataset and model",
-        "",
-        "| dataset | model | runs | ours | paper | ours − paper | mixture | RMSE | Shapiro W | s/run |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
+        lines.append(f"- ignored {ignored} of the results file: {'not a complete row' if one else 'not complete rows'} "
+                     f"(`deepgp benchmark` runs {'its configuration' if one else 'their configurations'} again)")
+    lines.append(f"- mean (s.e.) over runs; s.e. = std (ddof 0) / √runs, as the paper. Total compute: "
+                 f"{sum(r['seconds'] for r in rows) / 3600:.2f} h over {len(rows)} runs.")
+    lines += ["", "## Per dataset and model", "",
+              "| dataset | model | runs | ours | paper | ours − paper | mixture | RMSE | Shapiro W | s/run |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     extra = {k: summarise(rows, k) for k in ("test_loglik_mixture", "test_rmse", "shapiro_median", "seconds")}
     for d in datasets:
         for c in configs:
@@ -168,10 +158,8 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
             p = paper_of.get(g)
             diff = f"{mean - p[0]:+.2f}" if p else "–"
             ex = [np.mean(list(extra[k][g].values())) for k in extra]
-            lines.append(
-                f"| {d} | {_label(*c)} | {len(groups[g])} | {_fmt(mean, se)} | "
-                f"{_fmt(*p) if p else '–'} | {diff} | {ex[0]:.2f} | {ex[1]:.3f} | {ex[2]:.3f} | {ex[3]:.0f} |"
-            )
+            lines.append(f"| {d} | {_label(*c)} | {len(groups[g])} | {_fmt(mean, se)} | "
+                         f"{_fmt(*p) if p else '–'} | {diff} | {ex[0]:.2f} | {ex[1]:.3f} | {ex[2]:.3f} | {ex[3]:.0f} |")
 
     # summary rows, over the datasets where every config has results (as a rank needs)
     complete = [d for d in datasets if all((d, *c) in groups for c in configs)]
@@ -183,42 +171,27 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     paper_means = {g: v[0] for g, v in paper_of.items()}
     med = median_difference(our_means, configs, complete)
     paper_med = median_difference(paper_means, configs, paper_complete)
-    lines += [
-        "",
-        f"## Summary over the {len(complete)} datasets with every model done",
-        "",
-        "| | " + " | ".join(_label(*c) for c in configs) + " |",
-        "| --- |" + " ---: |" * len(configs),
-    ]
+    lines += ["", f"## Summary over the {len(complete)} datasets with every model done", "",
+              "| | " + " | ".join(_label(*c) for c in configs) + " |",
+              "| --- |" + " ---: |" * len(configs)]
     lines.append("| median difference from GP (VI), ours | " + " | ".join(_signed(med[c]) for c in configs) + " |")
     if paper_table:
-        lines.append(
-            "| median difference from GP (VI), paper | " + " | ".join(_signed(paper_med[c]) for c in configs) + " |"
-        )
+        lines.append("| median difference from GP (VI), paper | "
+                     + " | ".join(_signed(paper_med[c]) for c in configs) + " |")
     lines.append("| average rank, ours | " + " | ".join(_fmt(*ranks[c]) if c in ranks else "–" for c in configs) + " |")
     if paper_table:
-        lines.append(
-            "| average rank, paper (its means) | "
-            + " | ".join(_fmt(*paper_ranks[c]) if c in paper_ranks else "–" for c in configs)
-            + " |"
-        )
+        lines.append("| average rank, paper (its means) | "
+                     + " | ".join(_fmt(*paper_ranks[c]) if c in paper_ranks else "–" for c in configs) + " |")
     lines.append("")
-    lines.append(
-        f"Datasets in the summary: {', '.join(complete) or 'none'}. Ranks: 1 = lowest test log-likelihood, "
-        "computed per split and averaged (paper's convention); the paper's ranks here come from its "
-        "published means on the same datasets and models."
-    )
+    lines.append(f"Datasets in the summary: {', '.join(complete) or 'none'}. Ranks: 1 = lowest test log-likelihood, "
+                 "computed per split and averaged (paper's convention); the paper's ranks here come from its "
+                 "published means on the same datasets and models.")
 
     for c in configs:
         if not paper_table or c[:2] != ("LV-GP-GP", "iw"):
             continue
-        lines += [
-            "",
-            f"## {_label(*c)} against the paper (within {tolerance} nats or better)",
-            "",
-            "| dataset | ours | paper | ours − paper | within |",
-            "| --- | ---: | ---: | ---: | :---: |",
-        ]
+        lines += ["", f"## {_label(*c)} against the paper (within {tolerance} nats or better)", "",
+                  "| dataset | ours | paper | ours − paper | within |", "| --- | ---: | ---: | ---: | :---: |"]
         hits = total = 0
         for d in datasets:
             g = (d, *c)
@@ -226,9 +199,8 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
                 diff = ours[g][0] - paper_of[g][0]
                 ok = diff >= -tolerance
                 hits, total = hits + ok, total + 1
-                lines.append(
-                    f"| {d} | {_fmt(*ours[g])} | {_fmt(*paper_of[g])} | {diff:+.2f} | {'yes' if ok else 'no'} |"
-                )
+                lines.append(f"| {d} | {_fmt(*ours[g])} | {_fmt(*paper_of[g])} | {diff:+.2f} | "
+                             f"{'yes' if ok else 'no'} |")
         lines += ["", f"Within {tolerance} nats of the paper or better on {hits} of {total} datasets."]
     return "\n".join(lines) + "\n"
 

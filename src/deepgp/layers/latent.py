@@ -16,9 +16,8 @@ class LatentVariableLayer(nn.Module):
     wherever the layer sits in the stack (as in the paper's code).
     """
 
-    def __init__(
-        self, data_dim: int, output_dim: int, latent_dim: int = 1, encoder: Encoder | None = None, **encoder_kwargs
-    ):
+    def __init__(self, data_dim: int, output_dim: int, latent_dim: int = 1, encoder: Encoder | None = None,
+                 **encoder_kwargs):
         super().__init__()
         self.latent_dim = latent_dim
         self.encoder = encoder if encoder is not None else Encoder(data_dim + output_dim, latent_dim, **encoder_kwargs)
