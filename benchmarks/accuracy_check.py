@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE.parents[1] / "shared" / "data" / "uci" / "power.csv.gz"
 
 
 def main(checkout: str, spec: str = "LV-GP-GP", method: str = "iw") -> None:
@@ -29,8 +28,9 @@ def main(checkout: str, spec: str = "LV-GP-GP", method: str = "iw") -> None:
     torch = importlib.import_module("torch")
     deepgp = importlib.import_module("deepgp")
     split = importlib.import_module("core_power").split
+    data_file = importlib.import_module("peers.common").data_file
     torch.set_num_threads(1)
-    X, Y, Xt, Yt = split(DATA)
+    X, Y, Xt, Yt = split(data_file("power"))
     model = deepgp.DeepGP.from_spec(spec, X, Y, num_inducing=64, seed=0)
     start = time.time()
     deepgp.fit(model, X, Y, method=method, num_samples=5 if method == "iw" else 1, iterations=2000, seed=0,

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 import deepgp
+from deepgp.datasets.uci import find_uci
 
 PAPER = {"GP": -0.65, "GP-GP": -0.75, "LV-GP-GP": -0.28}
 RUNS = [("GP", "vi", 1), ("GP-GP", "vi", 1), ("LV-GP-GP", "iw", 5)]
@@ -42,8 +43,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    root = Path(__file__).resolve().parents[1]
-    X, Y, Xt, Yt = split(root.parent / "shared" / "data" / "uci" / "power.csv.gz")
+    X, Y, Xt, Yt = split(find_uci("power"))  # $DEEPGP_DATA, else the user cache
     commit = os.popen("git rev-parse --short HEAD").read().strip()  # the code imported now, not at the end
     out = Path(args.out)
     done = {json.loads(line)["model"] for line in out.read_text().splitlines()} if out.exists() else set()

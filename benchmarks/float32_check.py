@@ -26,7 +26,7 @@ from deepgp.linalg import seeded
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="power")
-    p.add_argument("--data-dir", default="../shared/data/uci")
+    p.add_argument("--data-dir", default=None, help="folder of NAME.csv.gz (default: $DEEPGP_DATA, else the cache)")
     p.add_argument("--iterations", type=int, default=2000)
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--threads", type=int, default=1)

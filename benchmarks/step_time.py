@@ -5,7 +5,7 @@
 
 One iteration is exactly what ``deepgp.fit`` does per step (one minibatch of B=512, the bound,
 backward, Adam step, natural-gradient step on the final layer's q(v)); M=128 inducing points,
-5 hidden GPs, float64, on a standardised UCI set from ../shared/data/uci. GP-GP-GP is trained by
+5 hidden GPs, float64, on a standardised UCI set from $DEEPGP_DATA. GP-GP-GP is trained by
 VI with one sample, LV models by IW with K=5. Every (model, thread count) runs in a fresh
 subprocess, so each gets its own peak RSS (ru_maxrss) and thread pool; the median over
 ``--iterations`` timed iterations after ``--warmup`` is reported, with beside it:

@@ -18,18 +18,26 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-UCI = (REPO / ".." / "shared" / "data" / "uci").resolve()
+
+
+def data_file(name: str) -> Path:
+    """``NAME.csv.gz`` in $DEEPGP_DATA, else in the user cache (deepgp.datasets.uci's own lookup, written
+    here without deepgp: the peer scripts run where it is not installed)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "deepgp" / "uci"
+    folders = [Path(os.environ["DEEPGP_DATA"])] if os.environ.get("DEEPGP_DATA") else []
+    for folder in [*folders, cache]:
+        if (folder / f"{name}.csv.gz").is_file():
+            return folder / f"{name}.csv.gz"
+    raise SystemExit(f"dataset {name!r} not found in {[str(f) for f in [*folders, cache]]}; "
+                     "set DEEPGP_DATA to the folder of NAME.csv.gz files")
 
 # the benchmark setting: B=512, M=128, 5 hidden GPs, float64
 BATCH, INDUCING, HIDDEN = 512, 128, 5
 
 
 def load_dataset(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Standardised (X [N, D], Y [N, 1]) float64 from ../shared/data/uci/NAME.csv.gz (last column = y)."""
-    path = UCI / f"{name}.csv.gz"
-    if not path.exists():
-        raise SystemExit(f"dataset {name!r} not found at {path}")
-    with gzip.open(path, "rt") as f:
+    """Standardised (X [N, D], Y [N, 1]) float64 from :func:`data_file` (last column = y)."""
+    with gzip.open(data_file(name), "rt") as f:
         data = np.loadtxt(f, delimiter=",", skiprows=1, dtype=np.float64)
     X, Y = data[:, :-1], data[:, -1:]
     X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)

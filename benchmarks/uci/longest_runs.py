@@ -1,6 +1,6 @@
 """Our longest LV-GP-GP (IW) training runs beside the paper's Table 1.
 
-    python benchmarks/uci/longest_runs.py [--paper ../shared/paper/table1_test_loglik.csv]
+    python benchmarks/uci/longest_runs.py --paper PAPER_TABLE1_CSV
         [--out benchmarks/uci/results/longest_runs.md]
 
 Reads every ``learning_curve*.jsonl`` in results/ beside this script (lines written by
@@ -74,7 +74,7 @@ def render(best: dict, paper: dict, tolerance: float = 0.1, model: str = "LV-GP-
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--paper", default=str(HERE.parents[2] / "shared" / "paper" / "table1_test_loglik.csv"))
+    p.add_argument("--paper", required=True, help="the paper's Table 1 as CSV (table1_test_loglik.csv)")
     p.add_argument("--out", default=None, help="also write the table here")
     args = p.parse_args(argv)
     text = render(longest(RESULTS.glob("learning_curve*.jsonl")), read_paper(args.paper))

