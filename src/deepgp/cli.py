@@ -102,7 +102,7 @@ def add_settings(parser: argparse.ArgumentParser, config_class, skip=(), default
         elif f.name == "seed":
             kwargs["type"] = seed
         elif f.type == "int":
-            kwargs["type"] = at_least(f.metadata.get("minimum", 0 if f.name == "iterations" else 1))
+            kwargs["type"] = at_least(f.metadata.get("minimum", 1))
         elif f.type == "float":
             kwargs["type"] = positive_float
         elif f.type.startswith("tuple"):

@@ -20,11 +20,12 @@ INNER_SAMPLING = ("joint", "independent")
 NOISE_FLOOR = 1e-6  # (params.FLOOR: a noise variance must exceed it)
 
 
-def setting(default, help: str, **cli):
-    """A dataclass field with its help text (and options for its command-line flag: ``choices``, ``type``)."""
+def setting(default, help: str, **rules):
+    """A dataclass field with its help text and the rules that :func:`_check_declared` and the command
+    line's options (``deepgp.cli.add_settings``) both read: ``choices``, ``minimum`` (integers)."""
     if isinstance(default, (list, dict)):
         raise TypeError("mutable defaults are not settings")
-    return field(default=default, metadata={"help": help, **cli})
+    return field(default=default, metadata={"help": help, **rules})
 
 
 def parse_spec(spec: str) -> list[str]:
@@ -44,6 +45,19 @@ def _choice(name: str, value, choices) -> str:
     if not isinstance(value, str) or value.lower() not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value.lower()
+
+
+def _check_declared(config) -> None:
+    """Check every field by its declaration: one of its ``choices`` (normalised to lower case), an
+    integer >= its ``minimum`` (1 unless declared), a boolean; a ValueError names the field."""
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if "choices" in f.metadata:
+            object.__setattr__(config, f.name, _choice(f.name, value, f.metadata["choices"]))
+        elif f.type == "int":
+            check_positive_int(f.name, value, minimum=f.metadata.get("minimum", 1))
+        elif f.type == "bool" and not isinstance(value, bool):
+            raise ValueError(f"{f.name} must be True or False, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -67,21 +81,16 @@ class ModelConfig:
     def __post_init__(self):
         set_ = object.__setattr__  # (frozen: normalised values are written once, here)
         set_(self, "model", "-".join(parse_spec(self.model)))
-        for name in ("num_inducing", "hidden_dim", "latent_dim"):
-            check_positive_int(name, getattr(self, name))
-        set_(self, "kernel", _choice("kernel", self.kernel, KERNEL_NAMES))
-        if check_positive_float("likelihood_variance", self.likelihood_variance, above=NOISE_FLOOR) > 1e30:
-            raise ValueError(f"likelihood_variance must be at most 1e30, got {self.likelihood_variance!r}")
-        check_positive_float("inner_q_sqrt", self.inner_q_sqrt)
-        if not isinstance(self.train_inner_kernel_variance, bool):
-            raise ValueError("train_inner_kernel_variance must be True or False, "
-                             f"got {self.train_inner_kernel_variance!r}")
-        if not isinstance(self.encoder_hidden, (tuple, list)):
-            raise ValueError(f"encoder_hidden must be a sequence of layer widths, got {self.encoder_hidden!r}")
-        set_(self, "encoder_hidden", tuple(check_positive_int("encoder_hidden", w) for w in self.encoder_hidden))
         if str(self.dtype).removeprefix("torch.") not in DTYPE_NAMES:
             raise ValueError(f"dtype must be float64 (the default) or float32, got {self.dtype!r}")
         set_(self, "dtype", str(self.dtype).removeprefix("torch."))
+        _check_declared(self)
+        if check_positive_float("likelihood_variance", self.likelihood_variance, above=NOISE_FLOOR) > 1e30:
+            raise ValueError(f"likelihood_variance must be at most 1e30, got {self.likelihood_variance!r}")
+        check_positive_float("inner_q_sqrt", self.inner_q_sqrt)
+        if not isinstance(self.encoder_hidden, (tuple, list)):
+            raise ValueError(f"encoder_hidden must be a sequence of layer widths, got {self.encoder_hidden!r}")
+        set_(self, "encoder_hidden", tuple(check_positive_int("encoder_hidden", w) for w in self.encoder_hidden))
 
 
 @dataclass(frozen=True)
@@ -93,7 +102,7 @@ class TrainConfig:
     num_samples: int = setting(5, "K, importance samples per point for iw (Monte Carlo samples for vi)")
     inner_sampling: str = setting("joint", "iw: one inner-layer draw shared by a point's K samples (the paper's text) "
                                            "or one per sample (the paper's code)", choices=INNER_SAMPLING)
-    iterations: int = setting(5000, "training iterations (one minibatch each)")
+    iterations: int = setting(5000, "training iterations (one minibatch each)", minimum=0)
     batch_size: int = setting(512, "B, points per minibatch (all of them when N < B)")
     lr: float = setting(0.005, "Adam's learning rate (everything but the final layer's q(v))")
     gamma: float = setting(0.01, "natural-gradient step on the final layer's q(v), in (0, 1]")
@@ -103,21 +112,13 @@ class TrainConfig:
     seed: int | None = setting(0, "seeds the initialisation, the minibatches and every Monte Carlo draw")
 
     def __post_init__(self):
-        set_ = object.__setattr__
-        set_(self, "method", _choice("method", self.method, METHODS))
-        set_(self, "inner_sampling", _choice("inner_sampling", self.inner_sampling, INNER_SAMPLING))
-        check_positive_int("num_samples", self.num_samples)
-        check_positive_int("iterations", self.iterations, minimum=0)
-        check_positive_int("batch_size", self.batch_size)
+        _check_declared(self)
         check_positive_float("lr", self.lr)
         if check_positive_float("gamma", self.gamma) > 1:
             raise ValueError(f"gamma must be in (0, 1] (1 is the full natural-gradient step), got {self.gamma!r}")
         if check_positive_float("decay", self.decay) > 1:
             raise ValueError(f"decay must be in (0, 1] (the factor applied every decay_every iterations), "
                              f"got {self.decay!r}")
-        check_positive_int("decay_every", self.decay_every)
-        if not isinstance(self.natgrad, bool):
-            raise ValueError(f"natgrad must be True or False, got {self.natgrad!r}")
         check_seed(self.seed)
 
 
@@ -134,10 +135,7 @@ class BenchmarkConfig:
     shapiro_points: int = setting(200, "test points for the median Shapiro-Wilk W")
 
     def __post_init__(self):
-        object.__setattr__(self, "protocol", _choice("protocol", self.protocol, ("splits", "paper")))
-        check_positive_int("test_limit", self.test_limit)
-        check_positive_int("predict_samples", self.predict_samples, minimum=3)
-        check_positive_int("shapiro_points", self.shapiro_points)
+        _check_declared(self)
 
 
 def settings_of(config_class, values: dict) -> dict:
