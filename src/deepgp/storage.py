@@ -228,15 +228,15 @@ def read(path, kind: str, trust: bool = False):
         raise FileNotFoundError(f"no such file: {path}")
     if not path.is_file():
         raise ValueError(f"{path} is not a file, so not {WHAT[kind]}")
-    if is_legacy(path):
+    with open(path, "rb") as f:
+        head = f.read(9)
+    if _starts_like_torch_save(head):
         if not trust:
             raise ValueError(legacy_message(path, kind))
         found, tree = read_legacy(path)
         if found != kind:
             raise ValueError(f"{path} is not {WHAT[kind]}; it is {WHAT[found]}")
         return tree
-    with open(path, "rb") as f:
-        head = f.read(8)
     try:
         with safe_open(str(path), framework="pt", device="cpu") as f:
             meta = f.metadata() or {}
@@ -282,13 +282,17 @@ def legacy_message(path, kind: str) -> str:
 
 
 def is_legacy(path) -> bool:
-    """Whether ``path`` starts like torch.save's output: its zip container, or a bare pickle (protocol
-    2-5: 0x80 and the protocol). A safetensors file's first 8 bytes are its header's length and the
-    9th is the header's ``{``, so a length whose low byte is 0x80 is not mistaken for a pickle."""
+    """Whether the file at ``path`` starts like torch.save's output (:func:`_starts_like_torch_save`)."""
     with open(path, "rb") as f:
-        head = f.read(9)
-    pickle = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") and head[8:9] != b"{"
-    return head.startswith(_ZIP) or pickle
+        return _starts_like_torch_save(f.read(9))
+
+
+def _starts_like_torch_save(head: bytes) -> bool:
+    """Whether a file's first 9 bytes are torch.save's zip container or a bare pickle (protocol 2-5:
+    0x80 and the protocol). A safetensors file's first 8 bytes are its header's length and the 9th
+    is the header's ``{``, so a length whose low byte is 0x80 is not mistaken for a pickle."""
+    bare_pickle = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") and head[8:9] != b"{"
+    return head.startswith(_ZIP) or bare_pickle
 
 
 class _NumpyCompatibleUnpickler(pickle.Unpickler):
