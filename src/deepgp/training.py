@@ -13,13 +13,14 @@ import dataclasses
 import hashlib
 import os
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import storage
+from . import objectives, storage
 from .config import TrainConfig
 from .linalg import seeded
 from .model import check_parameters
@@ -100,11 +101,13 @@ def fit(
         storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
     X, Y = as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim, min_rows=2)
     check_magnitude(X, Y, model.dtype)
-    fingerprint = None if checkpoint is None else _fingerprint(model, X, Y, dict(
-        method=method, num_samples=num_samples, batch_size=min(batch_size, X.shape[0]), seed=seed, lr=lr,
-        gamma=gamma, decay=decay, decay_every=decay_every, natgrad=bool(natgrad),
-        inner_sampling=inner_sampling if method == "iw" else "-"))
+    # every setting but the budget, as it acts: a batch of at least N is N, vi has no inner sampling
+    effective = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "iterations"}
+    effective.update(batch_size=min(batch_size, X.shape[0]), inner_sampling=inner_sampling if method == "iw" else "-")
+    fingerprint = None if checkpoint is None else _fingerprint(model, X, Y, effective)
     model.num_data = X.shape[0]
+    objective = (partial(objectives.elbo_iw, num_samples=num_samples, inner_sampling=inner_sampling)
+                 if method == "iw" else partial(objectives.elbo_vi, num_samples=num_samples))
     final = model.final_layer
     q_final = {id(final.q_mu), id(final.q_sqrt)} if natgrad else set()
     params = [p for p in model.parameters() if p.requires_grad and id(p) not in q_final]
@@ -153,7 +156,7 @@ def fit(
             xb, yb = X[idx], Y[idx]
             adam.zero_grad(set_to_none=True)
             final.q_mu.grad = final.q_sqrt.grad = None  # outside Adam when natgrad: cleared here
-            bound = model.elbo(xb, yb, method, num_samples, inner_sampling)
+            bound = objective(model, xb, yb)  # (the batch is checked data already: not checked again)
             (-bound).backward()
             value = bound.item()
             if not np.isfinite(value):
