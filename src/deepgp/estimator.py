@@ -77,9 +77,13 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         ValueError naming it."""
         ModelConfig(**settings_of(ModelConfig, self.get_params()))
         TrainConfig(**settings_of(TrainConfig, self.get_params()))
-        check_positive_int("predict_samples", self.predict_samples, maximum=MAX_PREDICT_SAMPLES)
+        self._draws()
         if not isinstance(self.progress, bool):
             raise ValueError(f"progress must be True or False, got {self.progress!r}")
+
+    def _draws(self) -> int:
+        """``predict_samples``, checked where it is used (``deepgp predict`` sets it on a loaded estimator)."""
+        return check_positive_int("predict_samples", self.predict_samples, maximum=MAX_PREDICT_SAMPLES)
 
     def fit(self, X, y):
         """Fit on X [N, D] and y [N] or [N, D_y]; returns self."""
@@ -123,7 +127,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         model = self.model_
         model.eval()
         X = torch.as_tensor(Xs, dtype=model.dtype, device=model.device)
-        S = check_positive_int("predict_samples", self.predict_samples, maximum=MAX_PREDICT_SAMPLES)
+        S = self._draws()
         mean, var = [], []
         with seeded(self.seed, model.device):
             for sl in chunks(len(X), S):
@@ -155,7 +159,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         levels = np.asarray(q, dtype=np.float64)
         if levels.ndim > 1 or np.any((levels < 0) | (levels > 1)):
             raise ValueError(f"quantile levels must be a number or a 1-D sequence in [0, 1], got {q!r}")
-        draws = self.sample(X, self.predict_samples)  # [S, N(, D_y)]
+        draws = self.sample(X, self._draws())  # [S, N(, D_y)]
         return np.moveaxis(np.quantile(draws, levels, axis=0), 0, 1) if levels.ndim else np.quantile(draws, levels, 0)
 
     def log_density(self, X, y) -> np.ndarray:
@@ -167,7 +171,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
                              f"and {len(y) if y.ndim else 'a scalar'}")
         y = y.reshape(len(Xs), -1)
         Ys = self.y_scaler_.transform(y)
-        S = check_positive_int("predict_samples", self.predict_samples, maximum=MAX_PREDICT_SAMPLES)
+        S = self._draws()
         logp = self.model_.predictive_log_density(Xs, Ys, S, "mixture", seed=self.seed)
         return logp - self.y_scaler_.log_jacobian
 
