@@ -55,13 +55,16 @@ def _unique_names(paths) -> list[str]:
     return [stem if stems.count(stem) == 1 else str(p) for stem, p in zip(stems, paths)]
 
 
-def load_regressor(path):
-    """A model file written by ``deepgp fit`` (a DeepGPRegressor with its column names)."""
+def load_regressor(path, predict_samples: int | None = None):
+    """A model file written by ``deepgp fit`` (a DeepGPRegressor with its column names), predicting with
+    ``predict_samples`` draws where given (``--predict-samples``), else with the file's."""
     from .estimator import DeepGPRegressor
 
     reg = DeepGPRegressor.load(path)
     if not getattr(reg, "columns_", None):
         raise ValueError(f"{path} has no column names; it was saved from Python, not by `deepgp fit`")
+    if predict_samples is not None:
+        reg.predict_samples = predict_samples
     return reg
 
 
@@ -210,9 +213,7 @@ def _predict(args) -> int:
     levels = _levels(args.quantiles)
     if args.out != "-":
         _output(args.out, "the predictions", [args.model, args.data])
-    reg = load_regressor(args.model)
-    if args.predict_samples is not None:
-        reg.predict_samples = args.predict_samples
+    reg = load_regressor(args.model, args.predict_samples)
     X, _ = _model_data(reg, args.data, need_target=False)
     mean, std = reg.predict(X, return_std=True)
     table = {"mean": mean, "std": std}
@@ -240,9 +241,7 @@ def _evaluate(args) -> int:
 
     if args.json not in (None, "-"):
         _output(args.json, "the metrics", [args.model, args.data])
-    reg = load_regressor(args.model)
-    if args.predict_samples is not None:
-        reg.predict_samples = args.predict_samples
+    reg = load_regressor(args.model, args.predict_samples)
     X, y = _model_data(reg, args.data, need_target=True)
     metrics = {"model": reg.model, "target": reg.columns_["target"], **regressor_metrics(reg, X, y)}
     if args.json == "-":
