@@ -1,4 +1,4 @@
-# Everything from a fresh clone: `make demo` runs the demo, `make test` runs the tests.
+# Everything from a fresh clone: `make demo` runs the demo, `make check` everything CI checks.
 # Both create .venv and install the package first (torch pinned to the CPU wheel on these
 # machines). `make check` is what CI runs: the tests, the lint, the docs, the tests at the lowest
 # declared versions (.ci/min-versions.txt) and the built distribution.
