@@ -17,9 +17,14 @@ Run on a machine with a CUDA GPU (the library never needs one). Every stage appe
   fits, predicts, scores, saves, and its file loads on the CPU with identical parameters.
 * ``seeds``: the check's fits again for several seeds on each device: the two devices' mean test
   log densities must agree within their seed-to-seed standard error (one seed each cannot tell).
-* ``steps``: median seconds per full training iteration on CUDA (torch.cuda.synchronize before
-  each time stamp) for the three models of benchmarks/step_time.py (kin8nm, B=512, M=128, 5 hidden
-  GPs, float64).
+* ``steps``: milliseconds per full training iteration on CUDA, eager and captured (a CUDA graph,
+  deepgp.capture), in one process (torch.cuda.synchronize before each time stamp; ``--steps``
+  timed after ``--warmup``) for the three models of benchmarks/step_time.py (kin8nm, B=512,
+  M=128, 5 hidden GPs, float64), with peak GPU memory, and the two bound histories of one seed
+  compared (the first iteration's bound, and the last 200 bounds' means within 4 standard errors).
+* ``jobs``: J = 1, 2, 4, 8 captured LV-GP-GP fits sharing the GPU, each in its own process:
+  iterations per second summed over the jobs.
+* ``runner``: ``deepgp benchmark --device cuda --jobs 2`` end to end, 300 iterations.
 * ``predict``: seconds and peak GPU memory of ``predictive_log_density`` for 10,000 test points ×
   2,000 samples on LV-GP-GP-GP (the setting of benchmarks/predict_time.py).
 """
@@ -174,24 +179,90 @@ def stage_check(args) -> None:
          ok=bool(np.isfinite(pred).all()) and same and abs(score - cpu_score) < 0.1)
 
 
+STEP_MODELS = (("GP-GP-GP", "vi", 1), ("LV-GP-GP", "iw", 5), ("LV-GP-GP-GP", "iw", 5))
+
+
+def _timed_fit(spec, method, K, X, Y, iterations, warmup, capture, seed=0) -> tuple[np.ndarray, np.ndarray]:
+    """(bound history, per-step seconds after ``warmup``) of one fit; every step synchronised."""
+    model = deepgp.DeepGP.from_spec(spec, X, Y, num_inducing=128, hidden_dim=5, seed=seed, device=DEV)
+    stamps = []
+
+    def tick(t, value):
+        sync()
+        stamps.append(time.perf_counter())
+
+    history = deepgp.fit(model, X, Y, method, K, iterations=iterations, batch_size=512, seed=seed, progress=False,
+                         callback=tick, capture=capture)
+    return history, np.diff(stamps)[warmup:]
+
+
 def stage_steps(args) -> None:
+    """Eager and captured steps of the three models, in one process: ms per step (the median, and the
+    mean over all timed steps, redone ones included), peak GPU memory, and the two bound histories."""
     data = load_split("kin8nm", 0, args.data_dir)
     X, Y = data.X_train, data.Y_train
-    for spec, method, K in (("GP-GP-GP", "vi", 1), ("LV-GP-GP", "iw", 5), ("LV-GP-GP-GP", "iw", 5)):
-        model = deepgp.DeepGP.from_spec(spec, X, Y, num_inducing=128, hidden_dim=5, seed=0, device=DEV)
-        stamps = []
+    for spec, method, K in STEP_MODELS:
+        runs = {}
+        for mode, capture in (("eager", False), ("captured", True)):
+            reset_peak()
+            history, steps = _timed_fit(spec, method, K, X, Y, args.warmup + args.steps, args.warmup, capture)
+            runs[mode] = history
+            emit(stage="steps", model=spec, method=method, num_samples=K, mode=mode,
+                 median_ms=1e3 * float(np.median(steps)), mean_ms=1e3 * float(np.mean(steps)),
+                 q1_ms=1e3 * float(np.percentile(steps, 25)), q3_ms=1e3 * float(np.percentile(steps, 75)),
+                 timed=len(steps), peak_gpu_mb=peak_mb())
+        # the same seed: the first iteration is the same arithmetic on the same draws in both; later
+        # ones differ in Adam's implementation (fused vs multi-tensor), so only their distribution can agree
+        a, b = runs["eager"][-200:], runs["captured"][-200:]
+        se = float(np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)))
+        first = abs(runs["eager"][0] - runs["captured"][0])
+        emit(stage="steps", model=spec, what="bound_agreement", first_step_abs_diff=first,
+             eager_last200_mean=float(a.mean()), captured_last200_mean=float(b.mean()), se=se,
+             ok=bool(abs(a.mean() - b.mean()) < 4 * se))
 
-        def tick(t, value, stamps=stamps):
-            sync()
-            stamps.append(time.perf_counter())
 
-        reset_peak()
-        deepgp.fit(model, X, Y, method, K, iterations=args.warmup + args.steps, batch_size=512, progress=False,
-                   callback=tick)
-        steps = np.diff(stamps)[args.warmup:]
-        emit(stage="steps", model=spec, method=method, num_samples=K, median_s=float(np.median(steps)),
-             q1_s=float(np.percentile(steps, 25)), q3_s=float(np.percentile(steps, 75)), timed=len(steps),
-             peak_gpu_mb=peak_mb())
+def _job(spec, method, K, data_dir, iterations, warmup, start, results, device) -> None:
+    """One of J fits sharing the GPU (a process of its own, as the runner's --jobs makes them)."""
+    global DEV
+    DEV = device
+    torch.set_num_threads(1)
+    data = load_split("kin8nm", 0, data_dir)
+    start.wait()
+    _, steps = _timed_fit(spec, method, K, data.X_train, data.Y_train, iterations, warmup, None)
+    results.put(float(np.sum(steps)) / len(steps))
+
+
+def stage_jobs(args) -> None:
+    """Several fits on one GPU, each in its own process (captured steps): iterations per second summed
+    over the J jobs, for J = 1, 2, 4, 8 (LV-GP-GP, IW, K = 5)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    for J in (int(j) for j in args.jobs.split(",")):
+        start, results = ctx.Barrier(J), ctx.Queue()
+        procs = [ctx.Process(target=_job, args=("LV-GP-GP", "iw", 5, args.data_dir, args.warmup + args.job_steps,
+                                                  args.warmup, start, results, DEV)) for _ in range(J)]
+        for p in procs:
+            p.start()
+        per_step = [results.get(timeout=300) for _ in procs]
+        for p in procs:
+            p.join()
+        emit(stage="jobs", jobs=J, model="LV-GP-GP", method="iw", ms_per_step_each=[1e3 * s for s in per_step],
+             iterations_per_s_total=float(sum(1.0 / s for s in per_step)))
+
+
+def stage_runner(args) -> None:
+    """`deepgp benchmark --device cuda --jobs 2` end to end (a short run: does it work on a GPU?)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        results = Path(tmp) / "results.csv"
+        cmd = [sys.executable, "-m", "deepgp", "benchmark", "--data-dir", str(args.data_dir), "--datasets", "kin8nm",
+               "--models", "GP:vi,LV-GP-GP:iw", "--splits", "0", "--iterations", "300", "--device", DEV, "--jobs", "2",
+               "--results", str(results)]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        rows = results.read_text().splitlines() if results.exists() else []
+        emit(stage="runner", rc=proc.returncode, seconds=time.perf_counter() - t0, rows=len(rows) - 1,
+             head=rows[:3], stderr=proc.stderr[-1500:], ok=proc.returncode == 0 and len(rows) == 3)
 
 
 def stage_predict(args) -> None:
@@ -218,10 +289,12 @@ def main(argv=None) -> None:
     p.add_argument("--data-dir", required=True)
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"),
                    help="folder of cuda_check.jsonl (default: benchmarks/results)")
-    p.add_argument("--stages", default="check,steps,predict")
+    p.add_argument("--stages", default="check,steps,predict,jobs,runner")
     p.add_argument("--iterations", type=int, default=1000, help="training iterations of the check's fits")
     p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--steps", type=int, default=500, help="timed steps per model and mode (after --warmup)")
+    p.add_argument("--jobs", default="1,2,4,8", help="the J of the jobs stage")
+    p.add_argument("--job-steps", type=int, default=300, help="timed steps per job of the jobs stage")
     p.add_argument("--predict-points", type=int, default=10_000)
     p.add_argument("--device", default="cuda", help="cpu: dry-run the script without a GPU")
     p.add_argument("--seeds", default="1,2,3", help="seeds of the 'seeds' stage")
@@ -242,7 +315,8 @@ def main(argv=None) -> None:
     for stage in args.stages.split(","):
         t0 = time.perf_counter()
         try:
-            {"check": stage_check, "seeds": stage_seeds, "steps": stage_steps, "predict": stage_predict}[stage](args)
+            {"check": stage_check, "seeds": stage_seeds, "steps": stage_steps, "predict": stage_predict,
+             "jobs": stage_jobs, "runner": stage_runner}[stage](args)
         except Exception as err:  # noqa: BLE001 — report and go on to the next stage
             import traceback
 

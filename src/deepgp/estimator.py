@@ -130,7 +130,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         S = self._draws()
         mean, var = [], []
         with seeded(self.seed, model.device):
-            for sl in chunks(len(X), S):
+            for sl in chunks(len(X), S, X.device):
                 mu, s2 = predictive_moments(model, X[sl], S)  # [S, n, D_y]
                 mean.append(mu.mean(0))
                 var.append((s2 + model.likelihood.variance()).mean(0) + mu.var(0, unbiased=False))

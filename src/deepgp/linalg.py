@@ -21,6 +21,27 @@ class CholeskyError(RuntimeError):
     """A Cholesky factorisation failed even after adding the largest allowed jitter."""
 
 
+# The flag of the innermost :func:`deferred_checks` block (None outside one).
+_deferred_flag: torch.Tensor | None = None
+
+
+@contextlib.contextmanager
+def deferred_checks(flag: torch.Tensor):
+    """Inside this block :func:`cholesky` never reads a result on the host: it makes one attempt at
+    its first jitter and, where any factor failed, sets ``flag`` (a bool tensor [], on the device).
+
+    For a captured GPU step (deepgp.capture), whose arithmetic must not wait on the device: the
+    caller reads ``flag`` after the step and redoes the step eagerly, where the jitter retries
+    happen, instead of keeping it. A failed factor holds NaNs; nothing computed from it is kept.
+    """
+    global _deferred_flag
+    outer, _deferred_flag = _deferred_flag, flag
+    try:
+        yield flag
+    finally:
+        _deferred_flag = outer
+
+
 def cholesky(
     A: torch.Tensor,
     jitter: float = DEFAULT_JITTER,
@@ -32,13 +53,16 @@ def cholesky(
     ``jitter`` is added first; if any matrix of the batch is still not positive definite the
     jitter grows tenfold (up to ``max_jitter``) and only the failed matrices are retried, so
     one bad block does not perturb the others. Raises :class:`CholeskyError` naming ``where``
-    when all fail.
+    when all fail. Inside :func:`deferred_checks`: one attempt, a failure flagged on the device.
     """
     if not jitter >= 0.0:
         raise ValueError(f"jitter must be >= 0, got {jitter}")
     n = A.shape[-1]
     eye = torch.eye(n, dtype=A.dtype, device=A.device)
     L, info = torch.linalg.cholesky_ex(A + jitter * eye)
+    if _deferred_flag is not None:  # no host read: flag the failure, the caller redoes the step
+        _deferred_flag.logical_or_(info.ne(0).any())
+        return L
     if not bool(torch.any(info)):
         return L
     j = jitter

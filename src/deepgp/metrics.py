@@ -64,7 +64,7 @@ def split_metrics(
     kde, mixture, sq_err, shapiro_draws = [], [], [], []
     n_shapiro = X.shape[0] if shapiro_points is None else min(shapiro_points, X.shape[0])
     with seeded(seed, model.device):
-        for sl in chunks(X.shape[0], num_samples):
+        for sl in chunks(X.shape[0], num_samples, X.device):
             i, y = sl.start, Y[sl]
             mean, var = predictive_moments(model, X[sl], num_samples)  # [S, n, 1]
             draws = draw_y(model, mean, var)

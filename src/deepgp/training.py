@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 import warnings
 from functools import partial
@@ -21,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import objectives, storage
+from .capture import CapturedStep, capturable_adam
 from .config import TrainConfig
 from .linalg import seeded
 from .model import check_parameters
@@ -28,23 +30,31 @@ from .natgrad import NaturalGradientError, natgrad_step_q
 from .runtime import settle_heap
 from .validation import as_xy, check_magnitude, check_positive_int
 
+log = logging.getLogger(__name__)
+OFF = ("0", "false", "no", "off")  # values of DEEPGP_CAPTURE that switch capture off
+
 # this many natural-gradient steps skipped in a row (no step size down to γ/64 kept q(v) valid) stop
 # the run: the final layer has stopped learning, and a longer run would only hide it
 MAX_SKIPPED_IN_A_ROW = 100
 
 
 class _Batches:
-    """Minibatch indices from successive random permutations (batches straddle epochs)."""
+    """Minibatch indices from successive random permutations (batches straddle epochs), drawn on
+    the data's device (no copy from the host per step on a GPU)."""
 
-    def __init__(self, n: int, batch_size: int):
-        self.n, self.batch_size = n, min(batch_size, n)
-        self.buffer = torch.empty(0, dtype=torch.long)
+    def __init__(self, n: int, batch_size: int, device=None):
+        self.n, self.batch_size, self.device = n, min(batch_size, n), device
+        self.buffer = torch.empty(0, dtype=torch.long, device=device)
 
     def next(self) -> torch.Tensor:
         while self.buffer.numel() < self.batch_size:
-            self.buffer = torch.cat([self.buffer, torch.randperm(self.n)])
+            self.buffer = torch.cat([self.buffer, torch.randperm(self.n, device=self.device)])
         idx, self.buffer = self.buffer[: self.batch_size], self.buffer[self.batch_size :]
         return idx
+
+
+# how Adam computes, not what: a checkpoint resumes whichever implementation wrote it
+_IMPLEMENTATION = ("foreach", "fused", "capturable", "differentiable")
 
 
 def _adam(params, lr: float) -> torch.optim.Adam:
@@ -68,6 +78,7 @@ def fit(
     callback=None,
     checkpoint: str | os.PathLike | None = None,
     checkpoint_every: int = 1000,
+    capture: bool | None = None,
     **settings,
 ) -> np.ndarray:
     """Maximise ``model.elbo`` on (X, Y); returns the bound at every iteration (numpy [T]).
@@ -82,6 +93,9 @@ def fit(
         callback: called as ``callback(iteration, bound)`` after every step; return True to stop.
         checkpoint: a file to save the full training state to every ``checkpoint_every``
             iterations and at the end; if it exists, training resumes from it.
+        capture: replay each iteration from a CUDA graph (:mod:`deepgp.capture`). None (the
+            default): on a GPU, unless the environment sets ``DEEPGP_CAPTURE=0``. On the CPU,
+            True runs the same step on fixed buffers without a graph (never faster: for tests).
     Reproducible under ``seed``; the caller's global torch RNG state is left untouched.
 
     A checkpoint records a fingerprint of the training data and of every setting but
@@ -111,12 +125,17 @@ def fit(
     final = model.final_layer
     q_final = {id(final.q_mu), id(final.q_sqrt)} if natgrad else set()
     params = [p for p in model.parameters() if p.requires_grad and id(p) not in q_final]
-    adam = _adam(params, lr)
+    if capture not in (None, True, False):
+        raise ValueError(f"capture must be True, False or None (on a GPU), got {capture!r}")
+    if capture is None:
+        capture = model.device.type == "cuda" and os.environ.get("DEEPGP_CAPTURE", "1").lower() not in OFF
+    graph = bool(capture) and model.device.type == "cuda"
+    adam = capturable_adam(params, lr) if graph else _adam(params, lr)
     schedule = torch.optim.lr_scheduler.StepLR(adam, step_size=decay_every, gamma=decay)
     history: list[float] = []
-    start = skipped = in_a_row = 0
+    start = skipped = in_a_row = redone = 0
     with seeded(seed, model.device):
-        batches = _Batches(X.shape[0], batch_size)
+        batches = _Batches(X.shape[0], batch_size, model.device)
         if checkpoint is not None and Path(checkpoint).exists():
             state = storage.read(checkpoint, storage.CHECKPOINT)
             _check_fingerprint(storage.field(state, "fingerprint", dict, checkpoint), fingerprint, checkpoint)
@@ -126,10 +145,13 @@ def fit(
                 # (load_state_dict copies onto the model's and optimiser's own devices)
                 model.load_state_dict(state["model"])
                 check_parameters(model)
+                own = [{k: group[k] for k in _IMPLEMENTATION if k in group} for group in adam.param_groups]
                 adam.load_state_dict(state["adam"])
+                for group, implementation in zip(adam.param_groups, own):
+                    group.update(implementation)  # this run's Adam, the checkpoint's numbers
                 schedule.load_state_dict(state["schedule"])
                 history, start = state["history"].tolist(), state["iteration"]
-                batches.buffer = state["batches"]
+                batches.buffer = state["batches"].to(model.device)
                 torch.set_rng_state(state["rng"])
                 if "rng_cuda" in state and model.device.type == "cuda":
                     torch.cuda.set_rng_state(state["rng_cuda"], model.device)
@@ -146,13 +168,15 @@ def fit(
                 storage.write(checkpoint, storage.CHECKPOINT, dict(
                     model=model.state_dict(), adam=adam.state_dict(), schedule=schedule.state_dict(),
                     history=torch.tensor(history, dtype=torch.float64), iteration=len(history),
-                    batches=batches.buffer, rng=torch.get_rng_state(), fingerprint=fingerprint, **cuda_rng()))
+                    batches=batches.buffer.cpu(), rng=torch.get_rng_state(), fingerprint=fingerprint, **cuda_rng()))
 
-        settle_heap(model.device)  # deepgp.runtime: fewer page faults per step; DEEPGP_SETTLE_HEAP=0 opts out
-        bar = tqdm(total=iterations, initial=start, disable=not progress, desc=f"{model.spec} {method}", leave=False)
-        model.train()
-        for t in range(start, iterations):
-            idx = batches.next()
+        def diverged(t: int, value: float):
+            raise FloatingPointError(f"the bound became {value} at iteration {t}; "
+                                     f"try a smaller learning rate (lr={lr}) or gamma ({gamma})")
+
+        def eager_step(t: int, idx: torch.Tensor, step: float) -> tuple[float, float | None]:
+            """One iteration, deciding on the host: the bound's value and the natural-gradient
+            step taken (None without natgrad, 0.0 if none could be)."""
             xb, yb = X[idx], Y[idx]
             adam.zero_grad(set_to_none=True)
             final.q_mu.grad = final.q_sqrt.grad = None  # outside Adam when natgrad: cleared here
@@ -160,23 +184,47 @@ def fit(
             (-bound).backward()
             value = bound.item()
             if not np.isfinite(value):
-                raise FloatingPointError(
-                    f"the bound became {value} at iteration {t}; "
-                    f"try a smaller learning rate (lr={lr}) or gamma ({gamma})"
-                )
+                diverged(t, value)
             adam.step()
+            # from ∂F/∂(m, R) = −∂loss/∂(m, R)
+            return value, natgrad_step_q(final, -final.q_mu.grad, -final.q_sqrt.grad, step) if natgrad else None
+
+        def captured_step(t: int, idx: torch.Tensor, step: float) -> tuple[float, float | None]:
+            """The same iteration replayed (deepgp.capture), its flags read after it."""
+            nonlocal redone
+            value, cholesky_failed, natgrad_failed = captured.run(idx, adam.param_groups[0]["lr"], step)
+            if cholesky_failed:  # a factor needed more jitter: undo, and redo where retries happen
+                captured.restore()
+                redone += 1
+                return eager_step(t, idx, step)
+            if not np.isfinite(value):
+                captured.restore()  # as eagerly: the model as it was before the diverging step
+                diverged(t, value)
+            if natgrad and natgrad_failed:  # not positive definite at γ: halve from γ/2, as eagerly
+                g_m, g_R = captured.grads
+                return value, natgrad_step_q(final, -g_m, -g_R, 0.5 * step, max_halvings=5)
+            return value, step if natgrad else None
+
+        settle_heap(model.device)  # deepgp.runtime: fewer page faults per step; DEEPGP_SETTLE_HEAP=0 opts out
+        bar = tqdm(total=iterations, initial=start, disable=not progress, desc=f"{model.spec} {method}", leave=False)
+        model.train()
+        captured = None
+        for t in range(start, iterations):
+            idx = batches.next()
+            # γ decays on the same staircase as the learning rate
+            step = gamma * decay ** ((t + 1) // decay_every)
+            if capture and captured is None and adam.state:  # Adam's buffers exist once it has stepped
+                captured = CapturedStep(model, X, Y, objective, adam, natgrad, batches.batch_size, graph)
+            value, taken = (captured_step if captured is not None else eager_step)(t, idx, step)
             schedule.step()
-            if natgrad:
-                # from ∂F/∂(m, R) = −∂loss/∂(m, R); γ decays on the same staircase as the learning rate
-                step = gamma * decay ** ((t + 1) // decay_every)
-                if natgrad_step_q(final, -final.q_mu.grad, -final.q_sqrt.grad, step) == 0.0:
-                    skipped, in_a_row = skipped + 1, in_a_row + 1
-                    if in_a_row >= MAX_SKIPPED_IN_A_ROW:
-                        raise NaturalGradientError(
-                            f"the natural-gradient step of {final.name} failed on {in_a_row} iterations in a row "
-                            f"(up to iteration {t}; gamma={gamma}): q(v) no longer moves. Try a smaller gamma")
-                else:
-                    in_a_row = 0
+            if taken == 0.0:
+                skipped, in_a_row = skipped + 1, in_a_row + 1
+                if in_a_row >= MAX_SKIPPED_IN_A_ROW:
+                    raise NaturalGradientError(
+                        f"the natural-gradient step of {final.name} failed on {in_a_row} iterations in a row "
+                        f"(up to iteration {t}; gamma={gamma}): q(v) no longer moves. Try a smaller gamma")
+            else:
+                in_a_row = 0
             history.append(value)
             bar.update(1)
             if t % 25 == 0:
@@ -187,6 +235,9 @@ def fit(
                 break
         bar.close()
         save()
+        if redone:
+            log.info("%d of %d captured steps were redone eagerly (a Cholesky factor needed more jitter)",
+                     redone, len(history) - start)
     model.eval()
     if skipped:
         warnings.warn(f"the natural-gradient step of {final.name} was skipped on {skipped} of {len(history) - start} "
@@ -233,7 +284,8 @@ def _check_state(state: dict, adam, schedule, n: int) -> None:
     if len(groups) != len(fresh["param_groups"]):
         fail("its optimiser has other parameter groups")
     for new, old in zip(fresh["param_groups"], groups):
-        if {k: v for k, v in old.items() if k != "lr"} != {k: v for k, v in new.items() if k != "lr"}:
+        ignored = ("lr", *_IMPLEMENTATION)
+        if {k: v for k, v in old.items() if k not in ignored} != {k: v for k, v in new.items() if k not in ignored}:
             fail("its optimiser's settings are not this run's")
         if not (isinstance(old["lr"], float) and 0 < old["lr"] <= new["initial_lr"]):
             fail(f"its learning rate {old['lr']!r}")
