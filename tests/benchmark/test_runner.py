@@ -495,3 +495,26 @@ def test_cli_report_of_a_file_without_results_is_a_one_line_error(tmp_path, caps
     status, err = run_main(["report", str(path)], capsys)
     assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("deepgp report: error: ") and says in err and "x.csv" in err
+
+
+def test_the_default_grid_is_table_1_and_all_means_every_data_set_found(data_dir, tmp_path, monkeypatch):
+    seen = {}
+
+    def record(configs, results, **kwargs):
+        seen["configs"] = configs
+        return 0
+
+    monkeypatch.setattr(runner, "run_benchmark", record)
+    assert main(["benchmark", "--datasets", "all", "--splits", "0", "--data-dir", str(data_dir),
+                 "--results", str(tmp_path / "r.csv")]) == 0
+    columns = {(c["model"], c["method"]) for c in seen["configs"]}
+    assert columns == set(runner.CONFIGS) and len(columns) == 9  # the nine columns of the paper's Table 1
+    assert {"GP-GP-GP", "LV-GP-GP-GP"} <= {model for model, _ in columns}
+    # every data set in the folder, the smallest file first
+    order = list(dict.fromkeys(c["dataset"] for c in seen["configs"]))
+    assert order == sorted(["toya", "toyb"], key=lambda d: (data_dir / f"{d}.csv.gz").stat().st_size)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "nocache"))
+    monkeypatch.delenv("DEEPGP_DATA", raising=False)
+    assert main(["benchmark", "--datasets", "all", "--data-dir", str(empty), "--results", str(tmp_path / "r.csv")]) == 2

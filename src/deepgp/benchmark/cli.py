@@ -10,7 +10,7 @@ from ..config import BenchmarkConfig, ModelConfig, TrainConfig, settings_of
 
 
 def register(sub) -> None:
-    from .runner import BENCHMARK_ITERATIONS, DATASETS, METRICS
+    from .runner import BENCHMARK_ITERATIONS, CONFIGS, DATASETS, METRICS
 
     p = sub.add_parser(
         "benchmark",
@@ -20,10 +20,11 @@ def register(sub) -> None:
         "Several runs may share one --results file: each takes the configurations the others are not running.",
     )
     p.add_argument("--datasets", default=",".join(DATASETS),
-                   help="comma-separated names (default: the 10 most used in the paper's Table 1)")
-    p.add_argument("--models", default="GP:vi,GP-GP:vi,LV-GP:iw,LV-GP-GP:vi,LV-GP-GP:iw,LV-GP-GP-GP:iw",
+                   help="comma-separated names, or 'all': every NAME.csv.gz found, smallest file first "
+                   "(default: the 10 most used in the paper's Table 1)")
+    p.add_argument("--models", default=",".join(f"{model}:{method}" for model, method in CONFIGS),
                    help="comma-separated specs; MODEL:METHOD fixes the method, a bare MODEL is crossed with --methods "
-                   "(iw skipped for models without LV). Default: six of the paper's Table 1 columns")
+                   "(iw skipped for models without LV). Default: the nine columns of the paper's Table 1")
     p.add_argument("--methods", default="vi,iw", help="methods for bare models (default vi,iw)")
     p.add_argument("--splits", type=_splits, default="0-4",
                    help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)")
@@ -61,10 +62,15 @@ def _splits(text: str) -> list[int]:
 
 
 def _benchmark(args) -> int:
-    from ..datasets.uci import find_uci
+    from ..datasets.uci import find_uci, list_uci, search_dirs
     from .runner import make_configs, model_methods, run_benchmark
 
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    if datasets == ["all"]:
+        datasets = sorted(list_uci(args.data_dir), key=lambda d: find_uci(d, args.data_dir).stat().st_size)
+        if not datasets:
+            folders = ", ".join(map(str, search_dirs(args.data_dir)))
+            raise FileNotFoundError(f"--datasets all: no NAME.csv.gz in {folders}")
     for d in datasets:
         find_uci(d, args.data_dir)  # fail now, with where it looked, not inside a worker later
     pairs = model_methods([m.strip() for m in args.models.split(",") if m.strip()],
