@@ -195,3 +195,24 @@ def test_a_small_file_cannot_ask_for_a_huge_model(tmp_path, data):
     storage.write(tmp_path / "extra", storage.MODEL, {**tree, "script": "x"})
     with pytest.raises(ValueError, match=r"unknown field\(s\) \['script'\]"):
         deepgp.DeepGP.load(tmp_path / "extra")
+
+
+def test_the_papers_encoder_can_be_chosen_and_is_saved(tmp_path):
+    # the paper's text: 10-10 tanh units, std exp(o - 5); the released code (the default): softplus(o - 3)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(40, 2)), rng.normal(size=(40, 1))
+    model = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8, encoder_hidden=(10, 10), encoder_std="exp")
+    encoder = model.layers[0].encoder
+    assert (encoder.std_map, encoder.std_offset) == ("exp", -5.0)
+    assert [lin.out_features for lin in encoder.linears] == [10, 10, 2]
+    with torch.no_grad():
+        _, std = encoder(torch.as_tensor(x), torch.as_tensor(y))
+    # at the start o ≈ 0: std ≈ exp(-5) (the code's softplus(-3) ≈ 0.049)
+    assert abs(float(std.mean()) - math.exp(-5)) < 0.01
+    model.save(tmp_path / "m.safetensors")
+    back = deepgp.DeepGP.load(tmp_path / "m.safetensors")
+    assert back.config.encoder_std == "exp" and back.layers[0].encoder.std_map == "exp"
+    default = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8).layers[0].encoder
+    assert (default.std_map, default.std_offset) == ("softplus", -3.0)
+    with pytest.raises(ValueError, match="encoder_std must be one of"):
+        deepgp.DeepGP.from_spec("LV-GP", x, y, encoder_std="relu")

@@ -41,3 +41,18 @@ def test_the_kde_needs_two_draws(fitted_gp):
     with pytest.raises(ValueError, match="num_samples must be >= 2 for estimator='kde', got 1"):
         model.predictive_log_density(x, y, 1, estimator="kde")
     assert np.isfinite(model.predictive_log_density(x, y, 2, estimator="kde", seed=0)).all()
+
+
+def test_the_kde_bandwidth_follows_silvermans_rule_in_the_output_dimension():
+    from deepgp.prediction import kde_log_density, silverman_bandwidth
+
+    draws = torch.randn(4000, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    sd = draws.std(0)
+    # one output: the paper's 1.06 σ S^(-1/5); d outputs: σ (4 / ((d + 2) S))^(1/(d + 4))
+    torch.testing.assert_close(silverman_bandwidth(draws[..., :1], 0), 1.06 * sd[:, :1] * 4000 ** -0.2)
+    torch.testing.assert_close(silverman_bandwidth(draws, 0, 2), sd * (4 / (4 * 4000)) ** (1 / 6))
+    assert abs((4 / 3) ** 0.2 - 1.06) < 0.001  # the 1-D constant is the d-dimensional rule's, rounded
+    # a KDE of standard normal draws in 2-D approaches log N(y; 0, I) (the bandwidth is small)
+    y = torch.zeros(3, 2, dtype=torch.float64)
+    expected = -math.log(2 * math.pi)
+    np.testing.assert_allclose(kde_log_density(y, draws).numpy(), expected, atol=0.1)

@@ -17,6 +17,7 @@ KERNEL_NAMES = ("rbf", "matern52")
 DTYPE_NAMES = ("float64", "float32")
 METHODS = ("vi", "iw")
 INNER_SAMPLING = ("joint", "independent")
+ENCODER_STDS = ("softplus", "exp")
 NOISE_FLOOR = 1e-6  # (params.FLOOR: a noise variance must exceed it)
 
 
@@ -75,6 +76,9 @@ class ModelConfig:
     train_inner_kernel_variance: bool = setting(False, "train the inner layers' kernel variances (fixed at 1 "
                                                        "in the paper)")
     encoder_hidden: tuple[int, ...] = setting((20, 20), "hidden widths of each LV layer's encoder of q(w_n)")
+    encoder_std: str = setting("softplus", "the encoder's std of q(w_n): softplus(o - 3) (the paper's code) or "
+                                           "exp(o - 5) (the paper's text, with encoder_hidden 10,10)",
+                               choices=ENCODER_STDS)
     dtype: str = setting("float64", "float32 is the opt-in fast mode: K(Z, Z) and the natural-gradient algebra "
                                     "stay float64", choices=DTYPE_NAMES)
 
@@ -132,7 +136,8 @@ class BenchmarkConfig:
     test_limit: int = setting(10_000, "at most this many test points (a fixed random subset)")
     predict_samples: int = setting(2000, "predictive draws per test point (the paper: 2000; Shapiro-Wilk needs 3)",
                                    minimum=3)
-    shapiro_points: int = setting(200, "test points for the median Shapiro-Wilk W")
+    shapiro_points: int = setting(200, "test points for the median Shapiro-Wilk W (0: every test point, as the "
+                                       "paper)", minimum=0)
 
     def __post_init__(self):
         _check_declared(self)

@@ -5,13 +5,17 @@ three dense layers (D_x + D_y) → 20 → 20 → 2·d_w, tanh after the first tw
 wherever a layer keeps its width (h ← tanh(hW + b) + h), Glorot-normal weights, zero biases,
 mean a = o₁ and std b = softplus(o₂ − 3) (≈ 0.05 at the start: q(w) starts narrow so the
 latent variables cannot swamp the GPs early). The paper's text (10 units, exp with bias −5) is
-available through ``hidden=(10, 10), std_offset=-5, std_map="exp"``.
+available through ``hidden=(10, 10), std_offset=-5, std_map="exp"`` — in a model, the settings
+``encoder_hidden=(10, 10), encoder_std="exp"`` (deepgp.config.ModelConfig).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+# the offset o₂ − c that goes with each std map: softplus(o₂ − 3) as the code, exp(o₂ − 5) as the text
+STD_OFFSETS = {"softplus": -3.0, "exp": -5.0}
 
 
 class Encoder(nn.Module):

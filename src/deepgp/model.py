@@ -14,6 +14,7 @@ from torch import nn
 
 from . import objectives, prediction, storage
 from .config import ModelConfig, parse_spec
+from .encoders import STD_OFFSETS
 from .kernels import make_kernel
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
@@ -161,7 +162,9 @@ class DeepGP(nn.Module):
         for i, tok in enumerate(tokens):
             last = i == len(tokens) - 1
             if tok == "LV":
-                layers.append(LatentVariableLayer(D, D_y, config.latent_dim, hidden=config.encoder_hidden))
+                layers.append(LatentVariableLayer(D, D_y, config.latent_dim, hidden=config.encoder_hidden,
+                                                  std_map=config.encoder_std,
+                                                  std_offset=STD_OFFSETS[config.encoder_std]))
                 D_in += config.latent_dim
                 continue
             name = "the final GP layer" if last else f"GP layer {i + 1}"

@@ -1,6 +1,7 @@
 """Benchmark runner: rows, resuming, interrupted and damaged rows, claims, parallel and Dask executors, the CLI."""
 
 import csv
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -426,7 +427,7 @@ def test_parse_splits_refuses_malformed_text(text):
     (dict(batch_size=2.5), "batch_size must be an integer >= 1, got 2.5"),
     (dict(predict_samples="9"), "predict_samples must be an integer >= 3, got '9'"),
     (dict(predict_samples=2), "predict_samples must be an integer >= 3, got 2"),
-    (dict(shapiro_points=True), "shapiro_points must be an integer >= 1, got True"),
+    (dict(shapiro_points=True), "shapiro_points must be an integer >= 0, got True"),
     (dict(splits=[0, -1]), "splits must be an integer >= 0, got -1"),
 ])
 def test_make_configs_refuses_bad_settings(setting, message):
@@ -451,7 +452,7 @@ def run_main(args, capsys):
     (["--num-samples", "0"], ["argument --num-samples"]),
     (["--batch-size", "x"], ["argument --batch-size"]),
     (["--predict-samples", "0"], ["argument --predict-samples"]),
-    (["--shapiro-points", "0"], ["argument --shapiro-points"]),
+    (["--shapiro-points", "-1"], ["argument --shapiro-points"]),
     (["--jobs", "0"], ["argument --jobs"]),
     (["--splits", "abc"], ["argument --splits", "got 'abc'"]),
     (["--splits", "3-1"], ["argument --splits", "got '3-1'"]),
@@ -518,3 +519,21 @@ def test_the_default_grid_is_table_1_and_all_means_every_data_set_found(data_dir
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "nocache"))
     monkeypatch.delenv("DEEPGP_DATA", raising=False)
     assert main(["benchmark", "--datasets", "all", "--data-dir", str(empty), "--results", str(tmp_path / "r.csv")]) == 2
+
+
+def test_shapiro_points_0_takes_every_test_point(data_dir, monkeypatch):
+    from deepgp import metrics
+
+    seen = []
+    split_metrics = metrics.split_metrics
+
+    def spy(model, X, Y, num_samples, shapiro_points, seed):
+        seen.append((shapiro_points, len(X)))
+        return split_metrics(model, X, Y, num_samples, shapiro_points, seed)
+
+    monkeypatch.setattr(metrics, "split_metrics", spy)
+    config = runner.make_configs(["toya"], [("GP", "vi")], [0], iterations=2, data_dir=str(data_dir),
+                                 **{**FAST, "shapiro_points": 0})[0]
+    row = runner.run_config(config)
+    assert seen == [(None, row["n_test"])] and math.isfinite(row["shapiro_median"])
+    assert row["shapiro_points"] == 0  # a column of the key: never mixed with rows on 200 points

@@ -205,7 +205,8 @@ def run_config(config: dict) -> dict:
     model = DeepGP.from_config(ModelConfig(**settings_of(ModelConfig, config)), data.X_train, data.Y_train,
                                seed=train.seed, device=config.get("device"))
     history = fit(model, data.X_train, data.Y_train, config=train, progress=False)
-    metrics = split_metrics(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points, train.seed)
+    metrics = split_metrics(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points or None,
+                            train.seed)  # shapiro_points 0: every test point
     bound = float(np.mean(history[-min(len(history), 50):])) if len(history) else float("nan")
     row = {k: config[k] for k in KEY}
     row.update(metrics, bound=bound, n_train=len(data.X_train), n_test=len(data.X_test),
