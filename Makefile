@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-.PHONY: setup test test-fast demo lint check test-min dist
+.PHONY: setup test test-fast demo lint check test-min dist figures
 setup: $(STAMP)
 
 test: $(STAMP)
@@ -58,3 +58,13 @@ $(DOCS_STAMP): pyproject.toml $(STAMP)
 .PHONY: docs
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean
+
+# the paper's figures into docs/figures (benchmarks/figures.py; docs/figures.md shows them). The
+# letters and marginals stages fit 15 models at the paper's scale: minutes each on a GPU
+# (FIGURE_ARGS="--device cuda --jobs 4"), hours on 2 CPU cores; a rerun reuses finished fits
+DATA ?= ../shared/data/uci
+FIGURE_ARGS ?=
+figures: $(STAMP)
+	$(PY) benchmarks/figures.py prior
+	$(PY) benchmarks/figures.py letters $(FIGURE_ARGS)
+	$(PY) benchmarks/figures.py marginals --data-dir "$(DATA)" $(FIGURE_ARGS)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import deepgp
-from deepgp import plotting
+from deepgp import GPLayer, plotting
 
 
 def test_density_grid_integrates_to_one(fitted_lv):
@@ -80,3 +80,21 @@ def test_importing_the_figures_leaves_the_users_backend_alone():
     code = "import matplotlib; matplotlib.use('svg'); import deepgp.plotting; print(matplotlib.get_backend())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "svg"
+
+
+def test_prior_figures_use_the_papers_unit_lengthscale(monkeypatch):
+    # the paper's Figure 3: "all the GP layers ... use the RBF kernel with unit lengthscale"
+    # (training starts at sqrt(D_in) instead: the LV-GP's final layer has 2 inputs)
+    seen = []
+    draw = plotting.prior_draw
+
+    def spy(model, *args, **kwargs):
+        seen.append([layer.kernel.lengthscale().tolist() for layer in model.layers if isinstance(layer, GPLayer)])
+        return draw(model, *args, **kwargs)
+
+    monkeypatch.setattr(plotting, "prior_draw", spy)
+    plotting.prior_figure(["LV-GP-GP"], num_draws=1, resolution=10)
+    assert seen and all(abs(v - 1.0) < 1e-9 for layers in seen for ls in layers for v in ls)
+    seen.clear()
+    plotting.prior_figure(["LV-GP"], num_draws=1, resolution=10, lengthscale=None)
+    assert abs(seen[0][-1][0] - 2 ** 0.5) < 1e-6  # the training initialisation, √D_in (float32 torch.full)

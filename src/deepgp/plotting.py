@@ -151,13 +151,16 @@ def prior_draw(model: DeepGP, x: np.ndarray, w_values: np.ndarray, seed: int = 0
 
 
 def prior_figure(specs, num_draws: int = 4, x_range=(-3.0, 3.0), resolution: int = 200,
-                 w_values=None, seed: int = 0, hidden_dim: int = 1, **model_kwargs):
+                 w_values=None, seed: int = 0, hidden_dim: int = 1, lengthscale: float | None = 1.0,
+                 **model_kwargs):
     """A grid of prior draws: one row per model spec, one column per independent draw.
 
     For LV models each draw is shown for every w in ``w_values`` (default 9 values in
     [−2, 2]), coloured by w: the fan of curves is the model's aleatoric spread at each x.
-    ``hidden_dim`` defaults to 1, the 1-D hidden layers of the paper's illustrations; further
-    ``model_kwargs`` go to :meth:`DeepGP.from_spec` (e.g. ``kernel``).
+    ``hidden_dim`` defaults to 1, the 1-D hidden layers of the paper's illustrations, and every
+    kernel's ``lengthscale`` to 1, as the paper states for them (None keeps a model's initial
+    √D_in, which the paper uses for training); further ``model_kwargs`` go to
+    :meth:`DeepGP.from_spec` (e.g. ``kernel``).
     """
     specs = [specs] if isinstance(specs, str) else list(specs)
     w_values = np.linspace(-2, 2, 9) if w_values is None else np.asarray(w_values, dtype=np.float64)
@@ -169,6 +172,10 @@ def prior_figure(specs, num_draws: int = 4, x_range=(-3.0, 3.0), resolution: int
         # from_spec only needs data to place inducing inputs; prior draws do not use them
         model = DeepGP.from_spec(spec, x[:, None], np.zeros((len(x), 1)), num_inducing=8, hidden_dim=hidden_dim,
                                  seed=seed, **model_kwargs)
+        if lengthscale is not None:
+            for layer in model.layers:
+                if isinstance(layer, GPLayer):
+                    layer.kernel.lengthscale.assign(torch.full((layer.input_dim,), float(lengthscale)))
         for c in range(num_draws):
             ax = axes[r, c]
             f = prior_draw(model, x, w_values if model.has_latent else w_values[:1], seed=seed + 1000 * r + c)
