@@ -55,20 +55,21 @@ class _NoHostReads(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def step_of(spec, method, natgrad=True):
-    """A CapturedStep on the CPU after one eager iteration (so that Adam has its buffers)."""
+def step_of(spec, method, natural=("final",)):
+    """A CapturedStep on the CPU after one eager iteration (so that Adam has its buffers); ``natural``
+    names the layers trained by natural gradients ("final", or an index into model.layers)."""
     x, y = problem()
     model = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=10, seed=0)
     X, Y = torch.as_tensor(x), torch.as_tensor(y)
     model.num_data = X.shape[0]
     objective = ((lambda m, a, b: objectives.elbo_iw(m, a, b, 3)) if method == "iw"
                  else (lambda m, a, b: objectives.elbo_vi(m, a, b, 3)))
-    final = model.final_layer
-    params = [p for p in model.parameters() if not natgrad or id(p) not in (id(final.q_mu), id(final.q_sqrt))]
-    adam = training._adam(params, 0.01)
+    layers = [model.final_layer if n == "final" else model.layers[n] for n in natural]
+    skip = {id(p) for layer in layers for p in (layer.q_mu, layer.q_sqrt)}
+    adam = training._adam([p for p in model.parameters() if id(p) not in skip], 0.01)
     (-objective(model, X[:32], Y[:32])).backward()
     adam.step()
-    step = CapturedStep(model, X, Y, objective, adam, natgrad, 32, graph=False)
+    step = CapturedStep(model, X, Y, objective, adam, layers, 32, graph=False)
     return model, step
 
 
@@ -81,6 +82,32 @@ def test_the_recorded_body_never_waits_on_the_device(spec, method):
     # ...and the detector does detect a host read
     with pytest.raises(AssertionError, match="reads the device"), _NoHostReads():
         deepgp.linalg.cholesky(torch.eye(3, dtype=torch.float64))
+
+
+def test_natural_gradients_on_several_layers_are_each_the_eager_step():
+    # the final and an inner layer both by natural gradients: the body's steps equal natgrad_step_q's
+    import copy
+
+    model, step = step_of("GP-GP", "vi", natural=("final", 0))
+    twin = copy.deepcopy(model)  # the state before the step...
+    layers = [twin.final_layer, twin.layers[0]]
+    skip = {id(p) for layer in layers for p in (layer.q_mu, layer.q_sqrt)}
+    adam = training._adam([p for p in twin.parameters() if id(p) not in skip], 0.01)
+    adam.load_state_dict(copy.deepcopy(step.adam.state_dict()))  # ...Adam's included
+    idx = torch.arange(40, 72)
+    with deepgp.linalg.seeded(3):
+        bound, _, failed = step.run(idx, 0.01, 0.2)
+    assert failed == [False, False] and len(step.grads) == 2
+    # the same iteration by hand on the twin, with the same draws
+    with deepgp.linalg.seeded(3):
+        b = step.objective(twin, step.X[idx], step.Y[idx])
+    (-b).backward()
+    adam.step()
+    for layer in layers:
+        assert deepgp.natgrad.natgrad_step_q(layer, -layer.q_mu.grad, -layer.q_sqrt.grad, 0.2) == 0.2
+    assert bound == float(b)
+    for (name, a), c in zip(model.state_dict().items(), twin.state_dict().values()):
+        assert torch.equal(a, c), name
 
 
 def test_restore_puts_back_every_parameter_and_adam_buffer():
@@ -195,7 +222,7 @@ def test_capture_is_checked_and_can_be_switched_off_by_the_environment(monkeypat
     with pytest.raises(ValueError, match="capture must be True, False or None"):
         deepgp.fit(model, x, y, iterations=2, progress=False, capture="yes")
     with pytest.raises(ValueError, match="needs the model on a GPU"):
-        CapturedStep(model, torch.zeros(3, 2), torch.zeros(3, 1), None, None, True, 2, graph=True)
+        CapturedStep(model, torch.zeros(3, 2), torch.zeros(3, 1), None, None, [], 2, graph=True)
     assert capture.WARMUP >= 1
 
 

@@ -49,30 +49,30 @@ class CapturedStep:
         X: its (checked) training inputs [N, D], on the model's device.
         Y: its training targets [N, D_y].
         objective: ``objective(model, xb, yb)`` → the bound (a scalar tensor).
-        adam: the optimiser of every parameter but the final layer's q(v) when ``natgrad``
-            (made by :func:`capturable_adam` when ``graph``).
-        natgrad: whether the final layer's q(v) takes the natural-gradient step.
+        adam: the optimiser of every parameter but the q(v) of the ``natural`` layers (made by
+            :func:`capturable_adam` when ``graph``).
+        natural: the GP layers whose q(v) takes the natural-gradient step (the final one first;
+            empty: Adam trains every q(v)).
         batch_size: B, the length of every minibatch.
         graph: record a CUDA graph after :data:`WARMUP` eager runs (CUDA only).
 
-    :meth:`run` returns ``(bound, cholesky_failed, natgrad_failed)`` as Python values: the one
-    host read of an iteration.
+    :meth:`run` returns ``(bound, cholesky_failed, natgrad_failed)`` as Python values — the last a
+    list, one flag per ``natural`` layer: the one host read of an iteration.
     """
 
     def __init__(self, model, X: torch.Tensor, Y: torch.Tensor, objective, adam: torch.optim.Adam,
-                 natgrad: bool, batch_size: int, graph: bool):
+                 natural: list, batch_size: int, graph: bool):
         if graph and X.device.type != "cuda":
             raise ValueError(f"a CUDA graph needs the model on a GPU, not {X.device}")
         self.model, self.X, self.Y, self.objective, self.adam = model, X, Y, objective, adam
-        self.final = model.final_layer
-        self.natgrad, self.graph = natgrad, graph
+        self.natural, self.graph = list(natural), graph
         device = X.device
         self.idx = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.gamma = torch.zeros((), dtype=torch.float64, device=device)
         self.lr = torch.zeros((), dtype=torch.float64, device=device)
         self.cholesky_failed = torch.zeros((), dtype=torch.bool, device=device)
-        self.out: torch.Tensor | None = None  # [3]: bound, cholesky failed, natgrad failed
-        self.grads: tuple[torch.Tensor, torch.Tensor] | None = None  # the final layer's ∂(−F)/∂(m, R)
+        self.out: torch.Tensor | None = None  # [2 + len(natural)]: bound, cholesky failed, natgrad failed
+        self.grads: list[tuple[torch.Tensor, torch.Tensor]] = []  # each natural layer's ∂(−F)/∂(m, R)
         self.written: list[torch.Tensor | None] = []
         self.backup: list[torch.Tensor] | None = None
         self.runs = 0
@@ -99,7 +99,8 @@ class CapturedStep:
             torch._foreach_copy_(self.backup, self._state())
             self.cholesky_failed.zero_()
         self.adam.zero_grad(set_to_none=True)
-        self.final.q_mu.grad = self.final.q_sqrt.grad = None
+        for layer in self.natural:  # (outside Adam: cleared here)
+            layer.q_mu.grad = layer.q_sqrt.grad = None
         xb, yb = self.X[self.idx], self.Y[self.idx]
         with deferred_checks(self.cholesky_failed):
             bound = self.objective(self.model, xb, yb)
@@ -108,14 +109,12 @@ class CapturedStep:
         # the gradients this body wrote (a replay rewrites the recorded ones): kept for the host's
         # halving, and so that the graph's buffers stay referenced after an eager redo replaces .grad
         self.written = [p.grad for p in self.model.parameters()]
-        self.grads = (self.final.q_mu.grad, self.final.q_sqrt.grad)
-        if self.natgrad:
-            natgrad_failed = natgrad_step_q_deferred(self.final, -self.grads[0], -self.grads[1], self.gamma)
-        else:
-            natgrad_failed = torch.zeros((), dtype=torch.bool, device=self.X.device)
-        self.out = torch.stack([bound.detach().double(), self.cholesky_failed.double(), natgrad_failed.double()])
+        self.grads = [(layer.q_mu.grad, layer.q_sqrt.grad) for layer in self.natural]
+        failed = [natgrad_step_q_deferred(layer, -g_m, -g_R, self.gamma)
+                  for layer, (g_m, g_R) in zip(self.natural, self.grads)]
+        self.out = torch.stack([bound.detach().double(), self.cholesky_failed.double(), *(f.double() for f in failed)])
 
-    def run(self, idx: torch.Tensor, lr: float, gamma: float) -> tuple[float, bool, bool]:
+    def run(self, idx: torch.Tensor, lr: float, gamma: float) -> tuple[float, bool, list[bool]]:
         """The iteration on minibatch ``idx`` [B] with learning rate ``lr`` and step ``gamma``."""
         with torch.no_grad():
             self.idx.copy_(idx)
@@ -130,8 +129,8 @@ class CapturedStep:
         else:
             self._warm_up_or_record()
         self.runs += 1
-        bound, cholesky_failed, natgrad_failed = self.out.tolist()
-        return bound, bool(cholesky_failed), bool(natgrad_failed)
+        bound, cholesky_failed, *natgrad_failed = self.out.tolist()
+        return bound, bool(cholesky_failed), [bool(f) for f in natgrad_failed]
 
     def _warm_up_or_record(self) -> None:
         self.stream.wait_stream(torch.cuda.current_stream())

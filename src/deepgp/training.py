@@ -123,8 +123,10 @@ def fit(
     objective = (partial(objectives.elbo_iw, num_samples=num_samples, inner_sampling=inner_sampling)
                  if method == "iw" else partial(objectives.elbo_vi, num_samples=num_samples))
     final = model.final_layer
-    q_final = {id(final.q_mu), id(final.q_sqrt)} if natgrad else set()
-    params = [p for p in model.parameters() if p.requires_grad and id(p) not in q_final]
+    # the GP layers whose q(v) takes natural-gradient steps instead of Adam's (the final one first)
+    natural = [final] if natgrad else []
+    q_natural = {id(p) for layer in natural for p in (layer.q_mu, layer.q_sqrt)}
+    params = [p for p in model.parameters() if p.requires_grad and id(p) not in q_natural]
     if capture not in (None, True, False):
         raise ValueError(f"capture must be True, False or None (on a GPU), got {capture!r}")
     if capture is None:
@@ -175,19 +177,21 @@ def fit(
                                      f"try a smaller learning rate (lr={lr}) or gamma ({gamma})")
 
         def eager_step(t: int, idx: torch.Tensor, step: float) -> tuple[float, float | None]:
-            """One iteration, deciding on the host: the bound's value and the natural-gradient
-            step taken (None without natgrad, 0.0 if none could be)."""
+            """One iteration, deciding on the host: the bound's value and the final layer's
+            natural-gradient step taken (None without natgrad, 0.0 if none could be)."""
             xb, yb = X[idx], Y[idx]
             adam.zero_grad(set_to_none=True)
-            final.q_mu.grad = final.q_sqrt.grad = None  # outside Adam when natgrad: cleared here
+            for layer in natural:  # outside Adam: cleared here
+                layer.q_mu.grad = layer.q_sqrt.grad = None
             bound = objective(model, xb, yb)  # (the batch is checked data already: not checked again)
             (-bound).backward()
             value = bound.item()
             if not np.isfinite(value):
                 diverged(t, value)
             adam.step()
-            # from ∂F/∂(m, R) = −∂loss/∂(m, R)
-            return value, natgrad_step_q(final, -final.q_mu.grad, -final.q_sqrt.grad, step) if natgrad else None
+            # from ∂F/∂(m, R) = −∂loss/∂(m, R); an inner layer's skipped step is not counted
+            taken = [natgrad_step_q(layer, -layer.q_mu.grad, -layer.q_sqrt.grad, step) for layer in natural]
+            return value, taken[0] if natural else None
 
         def captured_step(t: int, idx: torch.Tensor, step: float) -> tuple[float, float | None]:
             """The same iteration replayed (deepgp.capture), its flags read after it."""
@@ -200,10 +204,11 @@ def fit(
             if not np.isfinite(value):
                 captured.restore()  # as eagerly: the model as it was before the diverging step
                 diverged(t, value)
-            if natgrad and natgrad_failed:  # not positive definite at γ: halve from γ/2, as eagerly
-                g_m, g_R = captured.grads
-                return value, natgrad_step_q(final, -g_m, -g_R, 0.5 * step, max_halvings=5)
-            return value, step if natgrad else None
+            taken = [step] * len(natural)
+            for i, (layer, (g_m, g_R)) in enumerate(zip(natural, captured.grads)):
+                if natgrad_failed[i]:  # not positive definite at γ: halve from γ/2, as eagerly
+                    taken[i] = natgrad_step_q(layer, -g_m, -g_R, 0.5 * step, max_halvings=5)
+            return value, taken[0] if natural else None
 
         settle_heap(model.device)  # deepgp.runtime: fewer page faults per step; DEEPGP_SETTLE_HEAP=0 opts out
         bar = tqdm(total=iterations, initial=start, disable=not progress, desc=f"{model.spec} {method}", leave=False)
@@ -214,7 +219,7 @@ def fit(
             # γ decays on the same staircase as the learning rate
             step = gamma * decay ** ((t + 1) // decay_every)
             if capture and captured is None and adam.state:  # Adam's buffers exist once it has stepped
-                captured = CapturedStep(model, X, Y, objective, adam, natgrad, batches.batch_size, graph)
+                captured = CapturedStep(model, X, Y, objective, adam, natural, batches.batch_size, graph)
             value, taken = (captured_step if captured is not None else eager_step)(t, idx, step)
             schedule.step()
             if taken == 0.0:
