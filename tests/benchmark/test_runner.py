@@ -537,3 +537,18 @@ def test_shapiro_points_0_takes_every_test_point(data_dir, monkeypatch):
     row = runner.run_config(config)
     assert seen == [(None, row["n_test"])] and math.isfinite(row["shapiro_median"])
     assert row["shapiro_points"] == 0  # a column of the key: never mixed with rows on 200 points
+
+
+def test_a_row_says_which_device_computed_it(data_dir, tmp_path, monkeypatch):
+    config = runner.make_configs(["toya"], [("GP", "vi")], [0], iterations=2, data_dir=str(data_dir), **FAST)[0]
+    assert runner.run_config(config)["device"] == "cpu"
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    assert runner._device_name(torch.device("cuda", 0)) == "cuda:0 NVIDIA H100 80GB HBM3"
+    # a file from before the column gains it empty, and reads as before
+    results = tmp_path / "old.csv"
+    old_columns = [c for c in runner.COLUMNS if c != "device"]
+    results.write_text(",".join(old_columns) + "\n")
+    runner.prepare_results(results)
+    assert results.read_text().splitlines()[0].split(",")[-1] == "device"

@@ -68,7 +68,8 @@ SETTINGS: dict[str, dataclasses.Field] = {
     f.name: f for config in (BenchmarkConfig, ModelConfig, TrainConfig) for f in dataclasses.fields(config)}
 KEY = ("dataset", "split", *SETTINGS)  # ("model", "method" and "seed" are settings)
 METRICS = ("test_loglik_kde", "test_loglik_mixture", "test_rmse", "shapiro_median", "bound")
-COLUMNS = KEY + METRICS + ("n_train", "n_test", "seconds", "deepgp", "torch", "numpy", "python")
+# beside the key and the metrics, where and with what a row was computed ("device": cpu, or the GPU's name)
+COLUMNS = KEY + METRICS + ("n_train", "n_test", "seconds", "deepgp", "torch", "numpy", "python", "device")
 _REQUIRED = ("dataset", "model", "method", "split", "seed", *METRICS)  # what any results file has had
 _INTS = ("split", "n_train", "n_test", *(name for name, f in SETTINGS.items() if f.type in ("int", "int | None")))
 
@@ -211,8 +212,17 @@ def run_config(config: dict) -> dict:
     row = {k: config[k] for k in KEY}
     row.update(metrics, bound=bound, n_train=len(data.X_train), n_test=len(data.X_test),
                seconds=round(time.perf_counter() - start, 2), deepgp=__version__, torch=torch.__version__,
-               numpy=np.__version__, python=platform.python_version())
+               numpy=np.__version__, python=platform.python_version(), device=_device_name(model.device))
     return row
+
+
+def _device_name(device) -> str:
+    """"cpu", or a GPU as "cuda:0 NVIDIA H100 80GB HBM3" (rows computed on a GPU are marked so)."""
+    import torch
+
+    if device.type != "cuda":
+        return device.type
+    return f"cuda:{device.index or 0} {torch.cuda.get_device_name(device)}"
 
 
 # -- the results file ----------------------------------------------------------------------------
@@ -233,6 +243,7 @@ def format_row(row: dict) -> str:
     """One CSV line (with newline) of COLUMNS: settings exactly (as in the key), measured floats to 6
     significant digits."""
     buf = io.StringIO()
+    row = {"device": "", **row}  # (a row from before the device column has none)
     values = [_text(row[c]) if c in SETTINGS else f"{row[c]:.6g}" if isinstance(row[c], float) else row[c]
               for c in COLUMNS]
     csv.writer(buf, lineterminator="\n").writerow(values)
