@@ -194,3 +194,55 @@ def test_import_deepgp_imports_no_baseline():
     code = "import sys, deepgp; print(any(m.startswith('deepgp.baselines') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+FAST = dict(num_inducing=8, test_limit=20, predict_samples=50, shapiro_points=10, sghmc_samples=5, sghmc_thinning=2)
+
+
+def test_the_runner_takes_baselines_and_resumes_their_rows(tmp_path):
+    from deepgp.benchmark import runner
+    from deepgp.datasets.uci import write_uci
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2))
+    write_uci(tmp_path / "toy.csv.gz", np.column_stack([X, np.sin(X.sum(1)) + 0.1 * rng.normal(size=80)]))
+    pairs = runner.model_methods(["linear", "CVAE-20-20", "GP-GP:sghmc", "GP", "LV-GP"], ["vi", "iw", "sghmc"])
+    assert pairs == [("Linear", "vi"), ("Linear", "iw"), ("CVAE-20-20", "vi"), ("CVAE-20-20", "iw"),
+                     ("GP-GP", "sghmc"), ("GP", "vi"), ("GP", "sghmc"), ("LV-GP", "vi"), ("LV-GP", "iw")]
+    for bad in (["CVAE-50:sghmc"], ["LV-GP:sghmc"], ["GP:hmc"]):
+        with pytest.raises(ValueError):
+            runner.model_methods(bad, ["vi"])
+    todo = runner.make_configs(["toy"], [("Linear", "vi"), ("CVAE-20", "iw"), ("GP", "sghmc")], [0], iterations=4,
+                               data_dir=str(tmp_path), **FAST)
+    assert [(c["num_samples"], c["inner_sampling"]) for c in todo] == [(1, "-"), (5, "-"), (1, "-")]
+    results = tmp_path / "r.csv"
+    assert runner.run_benchmark(todo, results, log=lambda m: None) == 0
+    rows = runner.read_results(results)
+    assert [(r["model"], r["method"], r["sghmc_samples"]) for r in rows] == [
+        ("Linear", "vi", 5), ("CVAE-20", "iw", 5), ("GP", "sghmc", 5)]
+    assert all(np.isfinite(r["test_loglik_kde"]) and r["iterations"] == 4 for r in rows)
+    calls = []
+    assert runner.run_benchmark(todo, results, run=calls.append, log=lambda m: None) == 0 and not calls
+    with pytest.raises(ValueError, match="sghmc_step"):
+        runner.make_configs(["toy"], [("GP", "sghmc")], [0], iterations=4, sghmc_step=-1.0)
+
+
+@pytest.mark.parametrize("model, method", [("CVAE-20", "iw"), ("Linear", "vi"), ("GP", "sghmc")])
+def test_the_estimator_fits_a_baseline(model, method):
+    from deepgp import DeepGPRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (100, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(100)
+    reg = DeepGPRegressor(model, method=method, iterations=30, num_inducing=10, sghmc_samples=10, predict_samples=50,
+                          progress=False).fit(X, y)
+    assert np.isfinite(reg.score(X, y)) and reg.predict(X[:4]).shape == (4,) and reg.sample(X[:3], 7).shape == (7, 3)
+    with pytest.raises(ValueError, match="not supported"):
+        reg.save("unused.safetensors")
+
+
+def test_the_estimator_refuses_a_baseline_with_a_wrong_method():
+    from deepgp import DeepGPRegressor
+
+    with pytest.raises(ValueError, match="trained by one of"):
+        DeepGPRegressor("CVAE-50", method="sghmc").fit(np.arange(10.0)[:, None], np.arange(10.0))

@@ -13,6 +13,7 @@ runner and the estimator treat it as one more model. Nothing here is imported by
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from ..config import ModelConfig, SGHMCConfig, TrainConfig, parse_spec
@@ -57,6 +58,20 @@ def check_pair(model: str, method: str) -> tuple[str, str] | None:
     return "-".join(tokens), method
 
 
+def train_method(model: str, method: str) -> str:
+    """The TrainConfig method of a (model, method): itself, or "vi" for sghmc (whose sampler reads only
+    TrainConfig's budget, batch and Adam schedule); a baseline's pair is checked."""
+    check_pair(model, method)
+    return "vi" if method == SGHMC else method
+
+
+def model_config(model: str, settings: dict) -> ModelConfig:
+    """The ModelConfig of ``model`` from ``settings`` (any dict holding its fields): a network baseline
+    (Linear, CVAE-...) reads only ``latent_dim`` and ``dtype`` from it, and gets the spec "GP" there."""
+    values = {k: v for k, v in settings.items() if k in {f.name for f in dataclasses.fields(ModelConfig)}}
+    return ModelConfig(**{**values, "model": "GP" if network_name(model) else model})
+
+
 def fit(model: str, method: str, X, Y, model_config: ModelConfig | None = None,
         train: TrainConfig | None = None, sghmc: SGHMCConfig | None = None, device=None):
     """Build and train the baseline ``model`` by ``method`` on X [N, D], Y [N, D_y] (standardised);
@@ -78,8 +93,6 @@ def fit(model: str, method: str, X, Y, model_config: ModelConfig | None = None,
     schedule = dict(iterations=train.iterations, batch_size=train.batch_size, lr=train.lr, decay=train.decay,
                     decay_every=train.decay_every, seed=train.seed)
     if method == SGHMC:
-        import dataclasses
-
         from .sghmc import SGHMCDeepGP, fit_sghmc
 
         dgp = DeepGP.from_config(dataclasses.replace(model_config, model=model), X, Y, seed=train.seed, device=device)
@@ -100,4 +113,4 @@ def fit(model: str, method: str, X, Y, model_config: ModelConfig | None = None,
     return net, history
 
 
-__all__ = ["check_pair", "fit", "hidden_widths", "network_name"]
+__all__ = ["check_pair", "fit", "hidden_widths", "model_config", "network_name", "train_method"]

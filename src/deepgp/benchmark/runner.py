@@ -77,22 +77,6 @@ _INTS = ("split", "n_train", "n_test", *(name for name, f in SETTINGS.items() if
 MAX_SPLIT = 2**32 - 1  # numpy's RandomState seeds
 ALL_METHODS = ("vi", "iw", "sghmc")  # sghmc: the SGHMC deep GP baseline (deepgp.baselines.sghmc)
 
-
-def _train_method(model: str, method: str) -> str:
-    """The TrainConfig method of a (model, method): itself, or "vi" for sghmc (whose sampler reads only
-    TrainConfig's budget, batch and Adam schedule); a baseline's pair is checked."""
-    from ..baselines import check_pair
-
-    check_pair(model, method)
-    return "vi" if method == "sghmc" else method
-
-
-def _model_config(model: str, settings: dict) -> ModelConfig:
-    """The ModelConfig of a row: a network baseline (Linear, CVAE-...) reads only latent_dim and dtype from it."""
-    from ..baselines import network_name
-
-    return ModelConfig(**{**settings_of(ModelConfig, settings), "model": "GP" if network_name(model) else model})
-
 # -- configurations ------------------------------------------------------------------------------
 def parse_splits(text: str) -> list[int]:
     """"0-4" → [0, 1, 2, 3, 4]; "0,2" → [0, 2]; "3" → [3]. Anything else is a ValueError naming the text."""
@@ -123,7 +107,7 @@ def model_methods(models: Iterable[str], methods: Iterable[str]) -> list[tuple[s
     which the paper does not report (and GP is deterministic given q, so IW = VI there).
     The baselines (:mod:`deepgp.baselines`): ``Linear`` and ``CVAE-<widths>`` by vi or iw (an IWAE),
     a GP-only spec by ``sghmc`` (a bare model gets sghmc only where ``methods`` asks and it is GP-only)."""
-    from ..baselines import network_name
+    from ..baselines import network_name, train_method
     from ..model import parse_spec
 
     pairs: list[tuple[str, str]] = []
@@ -138,7 +122,7 @@ def model_methods(models: Iterable[str], methods: Iterable[str]) -> list[tuple[s
             gp_only = network is None and "LV" not in model.split("-")
             if not method and ((m == "iw" and gp_only) or (m == "sghmc" and not gp_only)):
                 continue
-            _train_method(model, m)  # refuses a baseline's wrong method (a CVAE by sghmc, SGHMC with LV layers)
+            train_method(model, m)  # refuses a baseline's wrong method (a CVAE by sghmc, SGHMC with LV layers)
             if (model, m) not in pairs:
                 pairs.append((model, m))
     return pairs
@@ -158,7 +142,7 @@ def make_configs(
     with all-data statistics, and the requested split numbers become seeds. A "vi" configuration
     records num_samples 1 (the paper's VI) and inner_sampling "-" (it has none).
     """
-    from ..baselines import network_name
+    from ..baselines import model_config, network_name, train_method
     from ..validation import check_device, check_positive_int
 
     fixed = {"model", "method", "seed"} & set(settings)
@@ -171,8 +155,8 @@ def make_configs(
     bench = BenchmarkConfig(**settings_of(BenchmarkConfig, settings))
     SGHMCConfig(**settings_of(SGHMCConfig, settings))
     for model, method in pairs:
-        _model_config(model, settings)
-        TrainConfig(**{**settings_of(TrainConfig, settings), "method": _train_method(model, method)})
+        model_config(model, settings)
+        TrainConfig(**{**settings_of(TrainConfig, settings), "method": train_method(model, method)})
     if device is not None:
         check_device(device)
     configs = []
@@ -219,7 +203,7 @@ def run_config(config: dict) -> dict:
     import torch
 
     from .. import __version__
-    from ..baselines import check_pair
+    from ..baselines import check_pair, model_config, train_method
     from ..baselines import fit as fit_baseline
     from ..datasets.uci import load_split
     from ..metrics import split_metrics
@@ -229,17 +213,17 @@ def run_config(config: dict) -> dict:
     torch.set_num_threads(1)
     start = time.perf_counter()
     bench = BenchmarkConfig(**settings_of(BenchmarkConfig, config))
-    method = _train_method(config["model"], config["method"])
+    method = train_method(config["model"], config["method"])
     train = TrainConfig(**{**settings_of(TrainConfig, config), "method": method, "inner_sampling": (
         TrainConfig.inner_sampling if config["inner_sampling"] == "-" else config["inner_sampling"])})
     data = load_split(config["dataset"], config["split"], config.get("data_dir"), bench.test_limit,
                       stats="all" if bench.protocol == "paper" else "train")
-    model_config = _model_config(config["model"], config)
+    architecture = model_config(config["model"], config)
     if check_pair(config["model"], config["method"]):
-        model, history = fit_baseline(config["model"], config["method"], data.X_train, data.Y_train, model_config,
+        model, history = fit_baseline(config["model"], config["method"], data.X_train, data.Y_train, architecture,
                                       train, SGHMCConfig(**settings_of(SGHMCConfig, config)), config.get("device"))
     else:
-        model = DeepGP.from_config(model_config, data.X_train, data.Y_train, seed=train.seed,
+        model = DeepGP.from_config(architecture, data.X_train, data.Y_train, seed=train.seed,
                                    device=config.get("device"))
         history = fit(model, data.X_train, data.Y_train, config=train, progress=False)
     metrics = split_metrics(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points or None,
