@@ -46,7 +46,11 @@ def register(sub) -> None:
     r = sub.add_parser("report", help="Markdown table of a results CSV beside the paper's Table 1")
     r.add_argument("results", help="results CSV written by `deepgp benchmark`")
     r.add_argument("--paper", default=None,
-                   help="the paper's Table 1 as CSV (table1_test_loglik.csv: dataset, MODEL_METHOD, MODEL_METHOD_se)")
+                   help="the paper's Table 1 or S1 as CSV (dataset, MODEL_METHOD, MODEL_METHOD_se; S1 also Linear, "
+                   "CVAE-50, ...): with S1 the report ends with every method side by side")
+    r.add_argument("--shapiro", default=None,
+                   help="the paper's Table S2 as CSV (table_s2_shapiro_wilk.csv): adds the median Shapiro-Wilk W "
+                   "of ours beside it")
     r.add_argument("--metric", default="test_loglik_kde", choices=METRICS,
                    help="column to compare (default: the paper's KDE protocol)")
     r.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
@@ -91,7 +95,7 @@ def _benchmark(args) -> int:
 def _report(args) -> int:
     from .report import write_report
 
-    text = write_report(args.results, args.out, args.paper, args.metric)
+    text = write_report(args.results, args.out, args.paper, args.metric, args.shapiro)
     if args.out is None:
         sys.stdout.write(text)
     else:
