@@ -6,14 +6,14 @@ inner projections and initialisation), but with no variational q(v): the whitene
 v = {v_l} of every layer (u_l = L_l v_l, L_l the Cholesky factor of K(Z_l, Z_l)) are sampled from
 their posterior p(v | y, θ) ∝ p(y | v, θ) N(v; 0, I). Given v, each layer is its prior conditional
 N(Aᵀ v, k − ‖a‖²), and the log likelihood of a minibatch of B points is estimated by one sample
-through the inner layers and the final layer's Gaussian marginal (Havasi et al., §3):
+through the inner layers and the final layer's Gaussian marginal:
 
     log p(y | v, θ) ≈ (N/B) Σ_b log N(y_b; μ_b, s_b² + σ²).
 
 (Havasi et al. write the sampler on u; sampling v is the same posterior in other coordinates, and
 its prior N(0, I) does not depend on θ.)
 
-**Sampler** (scale-adapted SGHMC, Springenberg et al. 2016, which Havasi et al. use): for the
+**Sampler** (the scale-adapted SGHMC of Springenberg et al. 2016): for the
 potential U(v) = −log p(y | v, θ) − log N(v; 0, I), with step ε, momentum decay α and a
 preconditioner M̂⁻¹ = 1/√ĝ² (ĝ² a running mean of the squared gradient, adapted during burn-in only):
 
@@ -24,7 +24,7 @@ stationary distribution tends to exp(−U) as ε → 0 (tests/test_baselines.py 
 Gaussian target).
 
 **Hyperparameters** θ (kernels, likelihood variance, inducing inputs) by moving-window Monte Carlo
-EM (Havasi et al., §4): after each sampler step during burn-in, one Adam step on −log p(y | v*, θ)
+EM (Havasi et al.): after each sampler step during burn-in, one Adam step on −log p(y | v*, θ)
 with v* drawn at random from the last ``window`` samples of the chain. Then θ is fixed and the
 chain runs ``samples × thinning`` more steps, keeping every ``thinning``-th state.
 
