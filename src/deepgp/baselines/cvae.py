@@ -154,7 +154,7 @@ def fit_cvae(model: CVAE, X, Y, method: str = "vi", num_samples: int = 1, iterat
     with torch.random.fork_rng():
         if seed is not None:
             torch.manual_seed(seed)
-        batches = Batches(X.shape[0], batch_size)
+        batches = Batches(X.shape[0], batch_size, X.device)
         for _ in range(iterations):
             idx = batches.next()
             adam.zero_grad(set_to_none=True)

@@ -185,7 +185,7 @@ def fit_sghmc(model: SGHMCDeepGP, X, Y, iterations: int = 5000, samples: int = 2
         if seed is not None:
             torch.manual_seed(seed)
         pick = random.Random(seed)
-        batches = Batches(X.shape[0], batch_size)
+        batches = Batches(X.shape[0], batch_size, X.device)
         recent: collections.deque = collections.deque(maxlen=window)
 
         def sampler_step(adapt: bool) -> None:
