@@ -29,7 +29,7 @@ from torch import nn
 
 from .. import prediction
 from ..likelihoods import GaussianLikelihood
-from ..linalg import standard_normal
+from ..linalg import seeded, standard_normal
 from ..model import DeepGP
 from ..validation import check_positive_int, check_seed
 from .common import Batches, staircase_adam
@@ -151,9 +151,7 @@ def fit_cvae(model: CVAE, X, Y, method: str = "vi", num_samples: int = 1, iterat
     X, Y = model._data(X, Y)
     adam, schedule = staircase_adam(model.parameters(), lr, decay, decay_every)
     history = []
-    with torch.random.fork_rng():
-        if seed is not None:
-            torch.manual_seed(seed)
+    with seeded(seed, X.device):  # (the caller's random state is left as it was)
         batches = Batches(X.shape[0], batch_size, X.device)
         for _ in range(iterations):
             idx = batches.next()

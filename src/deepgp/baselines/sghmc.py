@@ -44,7 +44,7 @@ from torch import nn
 
 from .. import prediction
 from ..layers import GPLayer
-from ..linalg import standard_normal
+from ..linalg import seeded, standard_normal
 from ..validation import check_positive_int, check_seed
 from .common import Batches, staircase_adam
 
@@ -181,9 +181,7 @@ def fit_sghmc(model: SGHMCDeepGP, X, Y, iterations: int = 5000, samples: int = 2
     adam, schedule = staircase_adam(model.hyperparameters(), lr, decay, decay_every)
     history: list[float] = []
     kept: list[list[torch.Tensor]] = []
-    with torch.random.fork_rng():
-        if seed is not None:
-            torch.manual_seed(seed)
+    with seeded(seed, X.device):  # (the caller's random state is left as it was)
         pick = random.Random(seed)
         batches = Batches(X.shape[0], batch_size, X.device)
         recent: collections.deque = collections.deque(maxlen=window)
