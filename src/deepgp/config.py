@@ -143,6 +143,25 @@ class BenchmarkConfig:
         _check_declared(self)
 
 
+@dataclass(frozen=True)
+class SGHMCConfig:
+    """The SGHMC deep GP baseline's sampler (:mod:`deepgp.baselines.sghmc`). Its burn-in is TrainConfig's
+    ``iterations``, its minibatch ``batch_size``, its hyperparameters' Adam ``lr``, ``decay``, ``decay_every``."""
+
+    sghmc_samples: int = setting(2000, "SGHMC: posterior samples kept after the burn-in")
+    sghmc_thinning: int = setting(5, "SGHMC: sampler steps per kept sample (samples × thinning steps after burn-in)")
+    sghmc_step: float = setting(0.01, "SGHMC: the sampler's step size ε")
+    sghmc_mdecay: float = setting(0.05, "SGHMC: the momentum decay α per step, in (0, 1)")
+    sghmc_window: int = setting(100, "SGHMC: moving-window MCEM, each hyperparameter step uses one of the last "
+                                     "window states")
+
+    def __post_init__(self):
+        _check_declared(self)
+        check_positive_float("sghmc_step", self.sghmc_step)
+        if not 0 < check_positive_float("sghmc_mdecay", self.sghmc_mdecay) < 1:
+            raise ValueError(f"sghmc_mdecay must be in (0, 1), got {self.sghmc_mdecay!r}")
+
+
 def settings_of(config_class, values: dict) -> dict:
     """The entries of ``values`` that are fields of ``config_class``."""
     names = {f.name for f in fields(config_class)}

@@ -19,7 +19,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import storage
-from .config import ModelConfig, TrainConfig, settings_of
+from .config import ModelConfig, SGHMCConfig, TrainConfig, settings_of
 from .linalg import seeded
 from .model import DeepGP, torch_dtype
 from .prediction import chunks, predictive_moments
@@ -36,8 +36,10 @@ OWN_SETTINGS = (
 
 
 def _settings() -> list[tuple[str, object, str]]:
-    """(name, default, help) of every parameter: ModelConfig's fields, TrainConfig's, then the estimator's own."""
-    out = [(f.name, f.default, f.metadata["help"]) for config in (ModelConfig, TrainConfig) for f in fields(config)]
+    """(name, default, help) of every parameter: ModelConfig's fields, TrainConfig's, SGHMCConfig's (the
+    SGHMC baseline's sampler), then the estimator's own."""
+    out = [(f.name, f.default, f.metadata["help"]) for config in (ModelConfig, TrainConfig, SGHMCConfig)
+           for f in fields(config)]
     return out + list(OWN_SETTINGS)
 
 
@@ -75,11 +77,19 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
     def _check_params(self) -> None:
         """Every setting checked without data (before training, and when a file is loaded): a
         ValueError naming it."""
-        ModelConfig(**settings_of(ModelConfig, self.get_params()))
-        TrainConfig(**settings_of(TrainConfig, self.get_params()))
+        self._configs()
         self._draws()
         if not isinstance(self.progress, bool):
             raise ValueError(f"progress must be True or False, got {self.progress!r}")
+
+    def _configs(self) -> tuple[ModelConfig, TrainConfig, SGHMCConfig]:
+        """The settings as configs; a baseline's ``model`` (Linear, CVAE-50, ...) or ``method`` (sghmc) is
+        checked by :func:`deepgp.baselines.check_pair` and made into the configs it reads."""
+        from .baselines import model_config, train_method
+
+        params = self.get_params()
+        train = {**settings_of(TrainConfig, params), "method": train_method(self.model, self.method)}
+        return model_config(self.model, params), TrainConfig(**train), SGHMCConfig(**settings_of(SGHMCConfig, params))
 
     def _draws(self) -> int:
         """``predict_samples``, checked where it is used (``deepgp predict`` sets it on a loaded estimator)."""
@@ -100,11 +110,16 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         self.y_scaler_ = Standardizer.fit(y2)
         Xs, Ys = self.x_scaler_.transform(X), self.y_scaler_.transform(y2)
         _check_spread(Xs, self.dtype)
-        params = self.get_params()
-        model = DeepGP.from_config(ModelConfig(**settings_of(ModelConfig, params)), Xs, Ys, seed=self.seed,
-                                   device=self.device)
-        self.history_ = fit_model(model, Xs, Ys, config=TrainConfig(**settings_of(TrainConfig, params)),
-                                  progress=self.progress)
+        from .baselines import check_pair
+        from .baselines import fit as fit_baseline
+
+        architecture, train, sampler = self._configs()
+        if check_pair(self.model, self.method):  # Linear, CVAE-..., or sghmc: a baseline of the paper's Table S1
+            self.model_, self.history_ = fit_baseline(self.model, self.method, Xs, Ys, architecture, train, sampler,
+                                                      self.device)
+            return self
+        model = DeepGP.from_config(architecture, Xs, Ys, seed=self.seed, device=self.device)
+        self.history_ = fit_model(model, Xs, Ys, config=train, progress=self.progress)
         self.model_ = model
         return self
 
@@ -196,6 +211,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         DataFrame's columns as the fitted one did.
         """
         check_is_fitted(self, "model_")
+        if not isinstance(self.model_, DeepGP):
+            raise ValueError(f"saving a fitted baseline ({self.model} by {self.method}) is not supported yet")
         params = self.get_params()
         params["device"] = None if self.device is None else str(self.device)
         params["dtype"] = str(self.dtype).removeprefix("torch.")

@@ -95,3 +95,24 @@ def test_a_csv_that_is_not_a_results_file_is_refused(tmp_path):
     other.write_text("dataset,model\nboston,GP\n")
     with pytest.raises(ValueError, match=r"other.csv is not a deepgp results file: it lacks the columns \['method', "):
         report.render_report(other)
+
+
+def test_table_s1_and_s2_put_every_method_beside_the_paper(tmp_path):
+    s1, s2 = tmp_path / "s1.csv", tmp_path / "s2.csv"
+    s1.write_text("dataset,N,D,Linear,Linear_se,CVAE-50,CVAE-50_se,CVAE-100-100,CVAE-100-100_se,GP_VI,GP_VI_se,"
+                  "GP_SGHMC,GP_SGHMC_se\nyacht,308,6,-0.14,0.10,-7.91,4.34,-inf,,1.32,0.02,-0.26,0.79\n")
+    s2.write_text("dataset,N,D,Linear,CVAE-50,GP_VI,GP_SGHMC\nyacht,308,6,1,0.9987,1,1\n")
+    paper = report.read_paper(s1)
+    assert list(paper) == [("yacht", m, me) for m, me in (("Linear", "vi"), ("CVAE-50", "vi"), ("CVAE-100-100", "vi"),
+                                                          ("GP", "vi"), ("GP", "sghmc"))]
+    assert paper[("yacht", "CVAE-50", "vi")] == (-7.91, 4.34) and paper[("yacht", "GP", "sghmc")] == (-0.26, 0.79)
+    assert paper[("yacht", "CVAE-100-100", "vi")][0] == float("-inf")
+    results = tmp_path / "r.csv"
+    write_results(results, {("yacht", "Linear", "vi"): [-0.2, -0.1], ("yacht", "GP", "sghmc"): [0.5],
+                            ("yacht", "CVAE-100-100", "vi"): [-3.0]})
+    text = report.write_report(results, paper=s1, shapiro=s2)
+    assert "| yacht | CVAE-100-100 (VI) | 1 | -3.00 | −∞ | +inf |" in text
+    assert ("| dataset | Linear (VI) | CVAE-50 (VI) | CVAE-100-100 (VI) | GP (VI) | GP (SGHMC) |\n"
+            in text.split("its Table S1")[1])
+    assert "| yacht | -0.15 / -0.14 | – / -7.91 | -3.00 / −∞ | – / 1.32 | 0.50 / -0.26 |" in text
+    assert "| yacht | 0.990 / 1.000 | – / 0.999 | – / 1.000 | 0.990 / 1.000 | 0.990 / – |" in text  # ours last

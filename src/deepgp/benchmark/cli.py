@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..cli import add_settings, positive_int
-from ..config import BenchmarkConfig, ModelConfig, TrainConfig, settings_of
+from ..config import BenchmarkConfig, ModelConfig, SGHMCConfig, TrainConfig, settings_of
 
 
 def register(sub) -> None:
@@ -24,7 +24,8 @@ def register(sub) -> None:
                    "(default: the 10 most used in the paper's Table 1)")
     p.add_argument("--models", default=",".join(f"{model}:{method}" for model, method in CONFIGS),
                    help="comma-separated specs; MODEL:METHOD fixes the method, a bare MODEL is crossed with --methods "
-                   "(iw skipped for models without LV). Default: the nine columns of the paper's Table 1")
+                   "(iw skipped for models without LV). Default: the nine columns of the paper's Table 1. Baselines: "
+                   "Linear, CVAE-50, CVAE-100-100 (any widths; vi or iw), GP:sghmc, GP-GP:sghmc, GP-GP-GP:sghmc")
     p.add_argument("--methods", default="vi,iw", help="methods for bare models (default vi,iw)")
     p.add_argument("--splits", type=_splits, default="0-4",
                    help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)")
@@ -33,6 +34,7 @@ def register(sub) -> None:
     add_settings(p, BenchmarkConfig)
     add_settings(p, ModelConfig, skip=("model",))
     add_settings(p, TrainConfig, skip=("method", "seed"), defaults={"iterations": BENCHMARK_ITERATIONS})
+    add_settings(p, SGHMCConfig)
     p.add_argument("--data-dir", default=None, help="folder of NAME.csv.gz (else $DEEPGP_DATA, else the cache)")
     p.add_argument("--device", default=None, help="torch device for training and evaluation, e.g. cuda (default: cpu)")
     p.add_argument("--jobs", type=positive_int, default=1, help="parallel processes, one torch thread each")
@@ -44,7 +46,11 @@ def register(sub) -> None:
     r = sub.add_parser("report", help="Markdown table of a results CSV beside the paper's Table 1")
     r.add_argument("results", help="results CSV written by `deepgp benchmark`")
     r.add_argument("--paper", default=None,
-                   help="the paper's Table 1 as CSV (table1_test_loglik.csv: dataset, MODEL_METHOD, MODEL_METHOD_se)")
+                   help="the paper's Table 1 or S1 as CSV (dataset, MODEL_METHOD, MODEL_METHOD_se; S1 also Linear, "
+                   "CVAE-50, ...): with S1 the report ends with every method side by side")
+    r.add_argument("--shapiro", default=None,
+                   help="the paper's Table S2 as CSV (table_s2_shapiro_wilk.csv): adds the median Shapiro-Wilk W "
+                   "of ours beside it")
     r.add_argument("--metric", default="test_loglik_kde", choices=METRICS,
                    help="column to compare (default: the paper's KDE protocol)")
     r.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
@@ -76,7 +82,7 @@ def _benchmark(args) -> int:
     pairs = model_methods([m.strip() for m in args.models.split(",") if m.strip()],
                           [m.strip() for m in args.methods.split(",") if m.strip()])
     settings = {**settings_of(BenchmarkConfig, vars(args)), **settings_of(ModelConfig, vars(args)),
-                **settings_of(TrainConfig, vars(args))}
+                **settings_of(TrainConfig, vars(args)), **settings_of(SGHMCConfig, vars(args))}
     del settings["iterations"]
     configs = make_configs(datasets, pairs, args.splits, args.iterations, data_dir=args.data_dir, device=args.device,
                            **settings)
@@ -89,7 +95,7 @@ def _benchmark(args) -> int:
 def _report(args) -> int:
     from .report import write_report
 
-    text = write_report(args.results, args.out, args.paper, args.metric)
+    text = write_report(args.results, args.out, args.paper, args.metric, args.shapiro)
     if args.out is None:
         sys.stdout.write(text)
     else:

@@ -20,12 +20,17 @@ import scipy.stats
 from ..storage import write_bytes
 from .runner import describe_lines, load_results, variant
 
-_PAPER_METHOD = {"vi": "VI", "iw": "IWVI"}
+_PAPER_METHOD = {"vi": "VI", "iw": "IWVI", "sghmc": "SGHMC"}
 BASELINE = ("GP", "vi", "")
 
 
 def read_paper(path) -> dict[tuple[str, str, str], tuple[float, float]]:
-    """The paper's table (e.g. table1_test_loglik.csv): (dataset, model, method) → (mean, s.e.)."""
+    """The paper's table (e.g. table1_test_loglik.csv): (dataset, model, method) → (mean, s.e.), in the
+    table's column order. Columns are ``MODEL_METHOD`` (and ``MODEL_METHOD_se``), METHOD one of VI, IWVI,
+    SGHMC; the baselines' columns of Tables S1 and S2 are bare network names (``Linear``, ``CVAE-50``:
+    trained by VI); "-inf" is the paper's "below −1000"."""
+    from ..baselines import network_name
+
     out = {}
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
@@ -34,10 +39,10 @@ def read_paper(path) -> dict[tuple[str, str, str], tuple[float, float]]:
         try:
             for rec in reader:
                 for col, value in rec.items():
-                    if col is None or col.endswith("_se") or "_" not in col or not value:
+                    if col is None or col.endswith("_se") or not value:
                         continue
-                    model, _, method = col.rpartition("_")
-                    lower = {v: k for k, v in _PAPER_METHOD.items()}.get(method)
+                    model, _, method = col.rpartition("_") if "_" in col else (network_name(col), "", "VI")
+                    lower = {v: k for k, v in _PAPER_METHOD.items()}.get(method) if model else None
                     if lower is None:
                         continue
                     se = rec.get(col + "_se") or "nan"
@@ -56,8 +61,10 @@ def _label(model: str, method: str, extra: str = "") -> str:
 
 
 def _fmt(mean: float, se: float | None = None) -> str:
-    if mean is None or not math.isfinite(mean):
+    if mean is None or math.isnan(mean):
         return "–"
+    if not math.isfinite(mean):  # the paper's "below −1000"
+        return _number(mean)
     return f"{mean:.2f}" if se is None or not math.isfinite(se) else f"{mean:.2f} ({se:.2f})"
 
 
@@ -208,8 +215,42 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     return "\n".join(lines) + "\n"
 
 
-def write_report(results, out=None, paper=None, metric: str = "test_loglik_kde") -> str:
+def render_matrix(results, paper, metric: str, title: str, digits: int = 2) -> str:
+    """A Markdown table of ``metric`` (mean over our runs at the default settings) beside the paper's
+    ``paper`` table (Table S1: test log density; Table S2: the Shapiro-Wilk W): one row per dataset of
+    ``results``, one column per method of the paper (then any method of ours it lacks), "ours / paper"."""
+    rows = [r for r in load_results(results).rows if not variant(r)]
+    groups = summarise(rows, metric)
+    paper_table = read_paper(paper)
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    methods = list(dict.fromkeys([k[1:] for k in paper_table] + [g[1:3] for g in groups]))
+    ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in groups.items()}
+    lines = [f"## {title}", "", f"{metric}: ours (mean over our runs, default settings) / the paper's "
+             f"`{Path(paper).name}`; – where there is none.", "",
+             "| dataset | " + " | ".join(_label(*m) for m in methods) + " |",
+             "| --- |" + " ---: |" * len(methods)]
+    for d in datasets:
+        cells = [f"{_number(ours.get((d, *m)), digits)} / {_number(paper_table.get((d, *m), (None,))[0], digits)}"
+                 for m in methods]
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _number(value, digits: int = 2) -> str:
+    if value is None or math.isnan(value):
+        return "–"
+    return f"{value:.{digits}f}" if math.isfinite(value) else ("−∞" if value < 0 else "∞")
+
+
+def write_report(results, out=None, paper=None, metric: str = "test_loglik_kde", shapiro=None) -> str:
+    """:func:`render_report`; with ``paper``, Table S1 (:func:`render_matrix` of ``metric``) after it; with
+    ``shapiro`` (the paper's Table S2), Table S2 of the median Shapiro-Wilk W."""
     text = render_report(results, paper, metric)
+    if paper:
+        text += "\n" + render_matrix(results, paper, metric, "Every method beside the paper (its Table S1)")
+    if shapiro:
+        text += "\n" + render_matrix(results, shapiro, "shapiro_median",
+                                      "Shapiro-Wilk W of the predictive marginals beside the paper (its Table S2)", 3)
     if out:
         write_bytes(out, text.encode())
     return text

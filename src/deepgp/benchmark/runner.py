@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import BenchmarkConfig, ModelConfig, TrainConfig, settings_of
+from ..config import BenchmarkConfig, ModelConfig, SGHMCConfig, TrainConfig, settings_of
 
 if TYPE_CHECKING:
     from filelock import FileLock
@@ -65,7 +65,8 @@ CONFIGS = (
 BENCHMARK_ITERATIONS = 100_000  # the paper's budget: `deepgp benchmark`'s default, where fit's is TrainConfig's
 # every setting that changes a number is a column of the row's key, generated from the declarations
 SETTINGS: dict[str, dataclasses.Field] = {
-    f.name: f for config in (BenchmarkConfig, ModelConfig, TrainConfig) for f in dataclasses.fields(config)}
+    f.name: f for config in (BenchmarkConfig, ModelConfig, TrainConfig, SGHMCConfig)
+    for f in dataclasses.fields(config)}
 KEY = ("dataset", "split", *SETTINGS)  # ("model", "method" and "seed" are settings)
 METRICS = ("test_loglik_kde", "test_loglik_mixture", "test_rmse", "shapiro_median", "bound")
 # beside the key and the metrics, where and with what a row was computed ("device": cpu, or the GPU's name)
@@ -75,6 +76,7 @@ _INTS = ("split", "n_train", "n_test", *(name for name, f in SETTINGS.items() if
 
 
 MAX_SPLIT = 2**32 - 1  # numpy's RandomState seeds
+ALL_METHODS = ("vi", "iw", "sghmc")  # sghmc: the SGHMC deep GP baseline (deepgp.baselines.sghmc)
 
 # -- configurations ------------------------------------------------------------------------------
 def parse_splits(text: str) -> list[int]:
@@ -103,19 +105,25 @@ def model_methods(models: Iterable[str], methods: Iterable[str]) -> list[tuple[s
     """(model, method) pairs. A model given as ``MODEL:METHOD`` names its method itself;
     a bare model is crossed with ``methods``, except that ``iw`` is skipped for models without a
     latent-variable layer: with no latent variable IW only re-weights the inner layers' samples,
-    which the paper does not report (and GP is deterministic given q, so IW = VI there)."""
+    which the paper does not report (and GP is deterministic given q, so IW = VI there).
+    The baselines (:mod:`deepgp.baselines`): ``Linear`` and ``CVAE-<widths>`` by vi or iw (an IWAE),
+    a GP-only spec by ``sghmc`` (a bare model gets sghmc only where ``methods`` asks and it is GP-only)."""
+    from ..baselines import network_name, train_method
     from ..model import parse_spec
 
     pairs: list[tuple[str, str]] = []
     for entry in models:
         model, _, method = entry.partition(":")
-        model = "-".join(parse_spec(model))  # validates and normalises the spec
+        network = network_name(model)
+        model = network or "-".join(parse_spec(model))  # validates and normalises the spec
         wanted = [method] if method else list(methods)
         for m in wanted:
-            if m not in ("vi", "iw"):
-                raise ValueError(f"method must be 'vi' or 'iw', got {m!r} (in {entry!r})")
-            if m == "iw" and not method and "LV" not in model.split("-"):
+            if m not in ALL_METHODS:
+                raise ValueError(f"method must be one of {ALL_METHODS}, got {m!r} (in {entry!r})")
+            gp_only = network is None and "LV" not in model.split("-")
+            if not method and ((m == "iw" and gp_only) or (m == "sghmc" and not gp_only)):
                 continue
+            train_method(model, m)  # refuses a baseline's wrong method (a CVAE by sghmc, SGHMC with LV layers)
             if (model, m) not in pairs:
                 pairs.append((model, m))
     return pairs
@@ -135,6 +143,7 @@ def make_configs(
     with all-data statistics, and the requested split numbers become seeds. A "vi" configuration
     records num_samples 1 (the paper's VI) and inner_sampling "-" (it has none).
     """
+    from ..baselines import model_config, network_name, train_method
     from ..validation import check_device, check_positive_int
 
     fixed = {"model", "method", "seed"} & set(settings)
@@ -145,8 +154,10 @@ def make_configs(
     splits = [check_positive_int("splits", s, minimum=0, maximum=MAX_SPLIT) for s in splits]
     settings["iterations"] = iterations
     bench = BenchmarkConfig(**settings_of(BenchmarkConfig, settings))
-    pairs = [(ModelConfig(model=model, **settings_of(ModelConfig, settings)).model,
-              TrainConfig(method=method, **settings_of(TrainConfig, settings)).method) for model, method in pairs]
+    SGHMCConfig(**settings_of(SGHMCConfig, settings))
+    for model, method in pairs:
+        model_config(model, settings)
+        TrainConfig(**{**settings_of(TrainConfig, settings), "method": train_method(model, method)})
     if device is not None:
         check_device(device)
     configs = []
@@ -156,8 +167,10 @@ def make_configs(
                 config = {name: f.default for name, f in SETTINGS.items()}
                 config.update(dataclasses.asdict(bench), **settings, dataset=d, model=model, method=method,
                               split=0 if bench.protocol == "paper" else s, seed=s, data_dir=data_dir, device=device)
-                if method == "vi":
-                    config.update(num_samples=1, inner_sampling="-")
+                if method != "iw" or network_name(model):  # (sghmc, a CVAE: no inner layers to sample)
+                    config.update(inner_sampling="-")
+                if method != "iw":
+                    config.update(num_samples=1)
                 configs.append(config)
     return configs
 
@@ -191,6 +204,8 @@ def run_config(config: dict) -> dict:
     import torch
 
     from .. import __version__
+    from ..baselines import check_pair, model_config, train_method
+    from ..baselines import fit as fit_baseline
     from ..datasets.uci import load_split
     from ..metrics import split_metrics
     from ..model import DeepGP
@@ -199,13 +214,19 @@ def run_config(config: dict) -> dict:
     torch.set_num_threads(1)
     start = time.perf_counter()
     bench = BenchmarkConfig(**settings_of(BenchmarkConfig, config))
-    train = TrainConfig(**{**settings_of(TrainConfig, config), "inner_sampling": (
+    method = train_method(config["model"], config["method"])
+    train = TrainConfig(**{**settings_of(TrainConfig, config), "method": method, "inner_sampling": (
         TrainConfig.inner_sampling if config["inner_sampling"] == "-" else config["inner_sampling"])})
     data = load_split(config["dataset"], config["split"], config.get("data_dir"), bench.test_limit,
                       stats="all" if bench.protocol == "paper" else "train")
-    model = DeepGP.from_config(ModelConfig(**settings_of(ModelConfig, config)), data.X_train, data.Y_train,
-                               seed=train.seed, device=config.get("device"))
-    history = fit(model, data.X_train, data.Y_train, config=train, progress=False)
+    architecture = model_config(config["model"], config)
+    if check_pair(config["model"], config["method"]):
+        model, history = fit_baseline(config["model"], config["method"], data.X_train, data.Y_train, architecture,
+                                      train, SGHMCConfig(**settings_of(SGHMCConfig, config)), config.get("device"))
+    else:
+        model = DeepGP.from_config(architecture, data.X_train, data.Y_train, seed=train.seed,
+                                   device=config.get("device"))
+        history = fit(model, data.X_train, data.Y_train, config=train, progress=False)
     metrics = split_metrics(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points or None,
                             train.seed)  # shapiro_points 0: every test point
     bound = float(np.mean(history[-min(len(history), 50):])) if len(history) else float("nan")
@@ -280,7 +301,7 @@ def _parse_row(header: list[str], line: bytes) -> dict | None:
     if values is None or len(values) != len(header):
         return None
     row = dict(zip(header, values))
-    if row.get("method") not in ("vi", "iw"):
+    if row.get("method") not in ALL_METHODS:
         return None
     for column in KEY:
         if column not in row:
