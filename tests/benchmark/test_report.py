@@ -1,5 +1,6 @@
 """Report: means and s.e. over splits beside the paper, differences, ranks, median difference from GP."""
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,38 @@ def test_table_s1_and_s2_put_every_method_beside_the_paper(tmp_path):
             in text.split("its Table S1")[1])
     assert "| yacht | -0.15 / -0.14 | – / -7.91 | -3.00 / −∞ | – / 1.32 | 0.50 / -0.26 |" in text
     assert "| yacht | 0.990 / 1.000 | – / 0.999 | – / 1.000 | 0.990 / 1.000 | 0.990 / – |" in text  # ours last
+
+
+def test_table_1_has_the_nine_columns_italics_summary_and_coverage(tmp_path):
+    columns = [(m, k) for m, k in runner.CONFIGS]
+    values = {("a", m, k): [float(i), float(i) + 0.2] for i, (m, k) in enumerate(columns)}
+    values[("b", "GP", "vi")] = [0.5]  # b has one column only: not in the summary, its other cells "–"
+    results = tmp_path / "r.csv"
+    write_results(results, values)
+    # a's LV-GP (IW) marginals are non-Gaussian: its cell in italics
+    with open(results, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        if (r["model"], r["method"]) == ("LV-GP", "iw"):
+            r["shapiro_median"] = "0.95"
+    with open(results, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP_VI,GP_VI_se,LV-GP-GP-GP_IWVI,LV-GP-GP-GP_IWVI_se\na,10,1,-1.00,0.1,2.50,0.1\n"
+                     "c,10,1,0.0,0.0,0.0,0.0\n")
+    shapiro = tmp_path / "s2.csv"
+    shapiro.write_text("dataset,N,D,GP_VI,LV-GP-GP-GP_IWVI\na,10,1,1,0.90\n")
+    text = report.render_table1(results, paper, shapiro)
+    assert "| dataset | GP (VI) | GP-GP (VI) | GP-GP-GP (VI) | LV-GP (VI) | LV-GP (IWVI) |" in text
+    row_a = next(line for line in text.splitlines() if line.startswith("| a |"))
+    cells = [c.strip() for c in row_a.split("|")[2:-1]]
+    assert cells[0] == "0.10 / -1.00" and cells[4] == "*4.10* / –" and cells[8] == "8.10 / *2.50*"
+    assert "| b | 0.50 / – | – / – |" in text
+    assert "(1 datasets)" in text and "median difference from GP (VI), ours / paper" in text
+    # the coverage table: runs × iterations, – where nothing ran
+    assert "| a | 2 × 10 | 2 × 10 |" in text and "| b | 1 × 10 | – | – |" in text
+    assert "Datasets of the paper's table with no rows here: c." in text
+    # ...and the report includes it
+    assert "## Table 1: test log-likelihood" in report.write_report(results, paper=paper, shapiro=shapiro)
