@@ -175,10 +175,10 @@ def test_a_natural_gradient_step_refused_at_gamma_is_halved_as_eagerly(monkeypat
         return taken[-1]
 
     monkeypatch.setattr(training, "natgrad_step_q", spy)
-    eager = fitted("GP", "vi", False, gamma=0.5)
+    eager = fitted("GP", "vi", False, gamma=0.5, recipe="paper")
     assert all(0.2 < t <= 0.25 for t in taken)  # every step halved once (else the test cannot fail)
     taken.clear()
-    captured = fitted("GP", "vi", True, gamma=0.5)
+    captured = fitted("GP", "vi", True, gamma=0.5, recipe="paper")
     # the first iteration is eager; on the 19 captured ones the device refused γ and the host took γ/2
     assert len(taken) == 20 and all(0.2 < t <= 0.25 for t in taken)
     assert_same(eager, captured)

@@ -7,6 +7,7 @@ from conftest import smooth
 
 import deepgp
 from deepgp import storage
+from deepgp.config import RECIPE_VALUES
 
 
 @pytest.mark.slow
@@ -153,7 +154,7 @@ def test_skipped_natural_gradient_steps_are_reported(monkeypatch):
 
     monkeypatch.setattr(training, "natgrad_step_q", every_other)
     with pytest.warns(RuntimeWarning, match="skipped on 5 of 10 iterations .gamma=0.01"):
-        deepgp.fit(model, x, y, iterations=10, progress=False)
+        deepgp.fit(model, x, y, iterations=10, progress=False, recipe="paper")
     monkeypatch.setattr(training, "natgrad_step_q", lambda *args: 0.0)
     with pytest.raises(deepgp.natgrad.NaturalGradientError, match="failed on 100 iterations in a row .*smaller gamma"):
         deepgp.fit(model, x, y, iterations=500, progress=False)
@@ -169,7 +170,7 @@ def test_a_checkpoint_resumes_only_the_run_that_wrote_it(tmp_path):
     for args, kw, message in [
         ((other, y), {}, "other training data .the same number of points but other values"),
         ((x[:40], y[:40]), {}, r"other training data \(50 points, not 40\)"),
-        ((x, y), dict(lr=0.01), r"other settings: lr=0.005 \(now 0.01\)"),
+        ((x, y), dict(lr=0.03), rf"other settings: lr={RECIPE_VALUES['fast']['lr']} \(now 0.03\)"),
         ((x, y), dict(method="vi"), r"method='iw' \(now 'vi'\)"),
     ]:
         fresh = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)

@@ -83,27 +83,31 @@ def positive_float(text: str) -> float:
     return value
 
 
-def add_settings(parser: argparse.ArgumentParser, config_class, skip=(), defaults: dict | None = None) -> None:
+def add_settings(parser: argparse.ArgumentParser, config_class, skip=(), defaults: dict | None = None,
+                 helps: dict | None = None) -> None:
     """One ``--option`` per field of a settings dataclass (:mod:`deepgp.config`) but ``skip``: its help,
     choices and default from the field's declaration, its type from the annotation (integers and
     floats checked here, bools as ``--flag / --no-flag``, tuples comma-separated); every value is
     checked again, with the field's own rules, when the config is made. ``defaults`` overrides a
-    field's default for this command (the benchmark's budget is the paper's)."""
+    field's default for this command, ``helps`` its help (the benchmark's budget is the recipe's). A field
+    whose default is None (an optimiser setting that the recipe fills in) takes its type without the None."""
     import dataclasses
 
     for f in dataclasses.fields(config_class):
         if f.name in skip:
             continue
-        kwargs = dict(default=(defaults or {}).get(f.name, f.default), help=f.metadata["help"], dest=f.name)
-        if f.type == "bool":
+        kwargs = dict(default=(defaults or {}).get(f.name, f.default), dest=f.name,
+                      help=(helps or {}).get(f.name, f.metadata["help"]))
+        kind = f.type.removesuffix(" | None") if f.default is None else f.type
+        if kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         elif "choices" in f.metadata:
             kwargs["choices"] = f.metadata["choices"]
         elif f.name == "seed":
             kwargs["type"] = seed
-        elif f.type == "int":
+        elif kind == "int":
             kwargs["type"] = at_least(f.metadata.get("minimum", 1))
-        elif f.type == "float":
+        elif kind == "float":
             kwargs["type"] = positive_float
         elif f.type.startswith("tuple"):
             kwargs.update(type=_widths, default=",".join(map(str, f.default)), metavar="W1,W2,...")

@@ -8,7 +8,7 @@ field is its ``metadata["help"]`` (and, for the command line, ``metadata["choice
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from .validation import check_positive_float, check_positive_int, check_seed
 
@@ -18,12 +18,15 @@ DTYPE_NAMES = ("float64", "float32")
 METHODS = ("vi", "iw")
 INNER_SAMPLING = ("joint", "independent")
 ENCODER_STDS = ("softplus", "exp")
+RECIPES = ("fast", "paper")
 NOISE_FLOOR = 1e-6  # (params.FLOOR: a noise variance must exceed it)
 
 
 def setting(default, help: str, **rules):
     """A dataclass field with its help text and the rules that :func:`_check_declared` and the command
-    line's options (``deepgp.cli.add_settings``) both read: ``choices``, ``minimum`` (integers)."""
+    line's options (``deepgp.cli.add_settings``) both read: ``choices``, ``minimum`` (integers).
+    ``legacy``: the value that files written before the setting existed were made with (a results
+    row, a checkpoint), where it differs from the default."""
     if isinstance(default, (list, dict)):
         raise TypeError("mutable defaults are not settings")
     return field(default=default, metadata={"help": help, **rules})
@@ -55,9 +58,11 @@ def _check_declared(config) -> None:
         value = getattr(config, f.name)
         if "choices" in f.metadata:
             object.__setattr__(config, f.name, _choice(f.name, value, f.metadata["choices"]))
-        elif f.type == "int":
+        elif value is None and f.default is None:
+            continue  # (an optional setting: None is its own meaning, e.g. "the recipe's value")
+        elif f.type == "int" or (f.type == "int | None" and f.default is None):
             check_positive_int(f.name, value, minimum=f.metadata.get("minimum", 1))
-        elif f.type == "bool" and not isinstance(value, bool):
+        elif f.type.startswith("bool") and not isinstance(value, bool):
             raise ValueError(f"{f.name} must be True or False, got {value!r}")
 
 
@@ -97,9 +102,29 @@ class ModelConfig:
         set_(self, "encoder_hidden", tuple(check_positive_int("encoder_hidden", w) for w in self.encoder_hidden))
 
 
+# The training recipes: the values a TrainConfig field left at None takes (see TrainConfig.resolved).
+# "paper" is the paper's code (Adam 0.005, γ = 0.01 on the final layer, both ×0.98 per 1,000 steps);
+# "fast" was chosen by measurement on validation parts of training splits (benchmarks/README.md,
+# time_to_quality.py): 4× the paper's Adam rate and 10× its γ (γ ramped up over the first 1,000
+# iterations), decayed ×0.8 per 1,000 iterations, so that 10,000 iterations anneal as far as the
+# paper's 100,000 (0.8^10 ≈ 0.98^100 ≈ 0.11). Every recipe has a value for every field below.
+RECIPE_VALUES = {
+    "paper": dict(lr=0.005, gamma=0.01, gamma_warmup=0, decay=0.98, decay_every=1000, natgrad_inner=False),
+    "fast": dict(lr=0.02, gamma=0.1, gamma_warmup=1000, decay=0.8, decay_every=1000, natgrad_inner=False),
+}
+# the budget each recipe is meant for: `deepgp benchmark`'s default --iterations
+RECIPE_ITERATIONS = {"paper": 100_000, "fast": 10_000}
+GAMMA_START = 0.01  # where a γ warm-up starts (the paper's γ, stable from the first step)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """How a deep GP is trained: the objective, the budget and the optimisers (one fused step each iteration)."""
+    """How a deep GP is trained: the objective, the budget and the optimisers (one fused step each iteration).
+
+    The optimiser's settings left at None (``lr``, ``gamma``, ``gamma_warmup``, ``decay``,
+    ``decay_every``, ``natgrad_inner``) take the values of ``recipe`` (:data:`RECIPE_VALUES`):
+    :meth:`resolved` fills them in. A value given explicitly wins over the recipe's.
+    """
 
     method: str = setting("iw", "objective: vi (doubly stochastic VI) or iw (importance-weighted, the paper's "
                                 "recommendation for LV models)", choices=METHODS)
@@ -108,22 +133,53 @@ class TrainConfig:
                                            "or one per sample (the paper's code)", choices=INNER_SAMPLING)
     iterations: int = setting(5000, "training iterations (one minibatch each)", minimum=0)
     batch_size: int = setting(512, "B, points per minibatch (all of them when N < B)")
-    lr: float = setting(0.005, "Adam's learning rate (everything but the final layer's q(v))")
-    gamma: float = setting(0.01, "natural-gradient step on the final layer's q(v), in (0, 1]")
-    decay: float = setting(0.98, "factor applied to lr and gamma every decay_every iterations, in (0, 1]")
-    decay_every: int = setting(1000, "iterations between decays (a staircase, as the paper's code)")
+    recipe: str = setting("fast", "the optimiser settings not given explicitly: fast (the default, chosen by "
+                                  "measurement) or paper (the paper's code)", choices=RECIPES, legacy="paper")
+    lr: float | None = setting(None, "Adam's learning rate (everything but the q(v) trained by natural gradients); "
+                                     "None: the recipe's", legacy=0.005)
+    gamma: float | None = setting(None, "natural-gradient step on the final layer's q(v), in (0, 1]; None: the "
+                                        "recipe's", legacy=0.01)
+    gamma_warmup: int | None = setting(None, "iterations over which γ rises log-linearly from min(0.01, gamma) to "
+                                             "gamma (0: none); None: the recipe's", minimum=0, legacy=0)
+    decay: float | None = setting(None, "factor applied to lr and gamma every decay_every iterations, in (0, 1]; "
+                                        "None: the recipe's", legacy=0.98)
+    decay_every: int | None = setting(None, "iterations between decays (a staircase, as the paper's code); None: "
+                                            "the recipe's", legacy=1000)
     natgrad: bool = setting(True, "natural gradients on the final layer's q(v); False trains it by Adam too")
+    natgrad_inner: bool | None = setting(None, "natural gradients (step gamma) on the inner GP layers' q(v) too; "
+                                               "None: the recipe's", legacy=False)
     seed: int | None = setting(0, "seeds the initialisation, the minibatches and every Monte Carlo draw")
 
     def __post_init__(self):
         _check_declared(self)
-        check_positive_float("lr", self.lr)
-        if check_positive_float("gamma", self.gamma) > 1:
+        if self.lr is not None:
+            check_positive_float("lr", self.lr)
+        if self.gamma is not None and check_positive_float("gamma", self.gamma) > 1:
             raise ValueError(f"gamma must be in (0, 1] (1 is the full natural-gradient step), got {self.gamma!r}")
-        if check_positive_float("decay", self.decay) > 1:
+        if self.decay is not None and check_positive_float("decay", self.decay) > 1:
             raise ValueError(f"decay must be in (0, 1] (the factor applied every decay_every iterations), "
                              f"got {self.decay!r}")
         check_seed(self.seed)
+
+    def resolved(self) -> "TrainConfig":
+        """This config with every field left at None filled in from its recipe (:data:`RECIPE_VALUES`)."""
+        values = RECIPE_VALUES[self.recipe]
+        return replace(self, **{k: v for k, v in values.items() if getattr(self, k) is None})
+
+
+def gamma_at(cfg: TrainConfig, t: int) -> float:
+    """The natural-gradient step after iteration ``t`` (0-based) of a resolved config:
+
+        γ_t = γ · r^(1 − (t + 1)/T) · decay^⌊(t + 1)/decay_every⌋,   r = min(0.01, γ)/γ,
+
+    where the warm-up factor r^(…) applies for t + 1 < T = gamma_warmup only (a log-linear ramp from
+    min(0.01, γ) to γ, as GPflow's examples ramp γ up), and the decay is the learning rate's staircase.
+    Without a warm-up this is exactly the paper's code: ``gamma * decay ** ((t + 1) // decay_every)``.
+    """
+    step = cfg.gamma * cfg.decay ** ((t + 1) // cfg.decay_every)
+    if t + 1 < cfg.gamma_warmup:
+        step *= (min(GAMMA_START, cfg.gamma) / cfg.gamma) ** (1.0 - (t + 1) / cfg.gamma_warmup)
+    return step
 
 
 @dataclass(frozen=True)

@@ -249,9 +249,13 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         if set(params) - set(known):
             raise ValueError(f"{path}: unknown setting(s) {sorted(set(params) - set(known))} "
                              "(written by a newer deepgp?)")
-        for name in params:  # each setting of the type of its default
-            kind = {float: (int, float), type(None): (str, type(None))}.get(type(known[name]), type(known[name]))
+        for name in params:  # each setting of the type of its default (TrainConfig checks the values)
+            kind = {float: (int, float), type(None): (str, int, float, bool, type(None))}.get(
+                type(known[name]), type(known[name]))
             storage.field(params, name, kind, path)
+        for f in fields(TrainConfig):  # a file from before a setting existed: fitted with its legacy value
+            if f.name not in params and "legacy" in f.metadata:
+                params[f.name] = f.metadata["legacy"]
         if device is not None:
             params["device"] = device
         else:

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from . import objectives, storage
 from .capture import CapturedStep, capturable_adam
-from .config import TrainConfig
+from .config import TrainConfig, gamma_at
 from .linalg import seeded
 from .model import check_parameters
 from .natgrad import NaturalGradientError, natgrad_step_q
@@ -85,9 +85,12 @@ def fit(
 
     The training settings are :class:`~deepgp.config.TrainConfig`'s: ``config``, with any of its
     fields given as keywords (``iterations=``, ``lr=``, ``seed=`` ...) taking precedence; ``method``
-    and ``num_samples`` (K) may also come first, positionally. Each iteration is one fused step:
-    Adam on everything but the final layer's q(v), the natural-gradient step on it (``natgrad``),
-    the learning rate and γ decayed on one staircase.
+    and ``num_samples`` (K) may also come first, positionally. The optimiser's settings left
+    unset come from ``recipe`` ("fast", the default, or "paper": :data:`deepgp.config.RECIPE_VALUES`).
+    Each iteration is one fused step: Adam on everything but the q(v) trained by natural gradients
+    (the final layer's with ``natgrad``, the inner layers' too with ``natgrad_inner``), their
+    natural-gradient step γ_t (:func:`deepgp.config.gamma_at`: an optional warm-up, then the
+    learning rate's staircase decay).
 
     Args:
         callback: called as ``callback(iteration, bound)`` after every step; return True to stop.
@@ -105,11 +108,12 @@ def fit(
     ``MAX_SKIPPED_IN_A_ROW`` in a row (the step ``gamma`` is too large).
     """
     settings.update({k: v for k, v in (("method", method), ("num_samples", num_samples)) if v is not None})
-    cfg = train_config(config, settings)
+    cfg = train_config(config, settings).resolved()
     method, num_samples, inner_sampling, iterations, batch_size, seed = (
         cfg.method, cfg.num_samples, cfg.inner_sampling, cfg.iterations, cfg.batch_size, cfg.seed)
     lr, gamma, decay, decay_every, natgrad = (
         float(cfg.lr), float(cfg.gamma), float(cfg.decay), cfg.decay_every, cfg.natgrad)
+    cfg = dataclasses.replace(cfg, lr=lr, gamma=gamma, decay=decay)
     checkpoint_every = check_positive_int("checkpoint_every", checkpoint_every)
     if checkpoint is not None:
         storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
@@ -124,7 +128,8 @@ def fit(
                  if method == "iw" else partial(objectives.elbo_vi, num_samples=num_samples))
     final = model.final_layer
     # the GP layers whose q(v) takes natural-gradient steps instead of Adam's (the final one first)
-    natural = [final] if natgrad else []
+    natural = ([final] + ([m for m in model.layers[:-1] if hasattr(m, "q_mu")] if cfg.natgrad_inner else [])
+               if natgrad else [])
     q_natural = {id(p) for layer in natural for p in (layer.q_mu, layer.q_sqrt)}
     params = [p for p in model.parameters() if p.requires_grad and id(p) not in q_natural]
     if capture not in (None, True, False):
@@ -217,7 +222,7 @@ def fit(
         for t in range(start, iterations):
             idx = batches.next()
             # γ decays on the same staircase as the learning rate
-            step = gamma * decay ** ((t + 1) // decay_every)
+            step = gamma_at(cfg, t)
             if capture and captured is None and adam.state:  # Adam's buffers exist once it has stepped
                 captured = CapturedStep(model, X, Y, objective, adam, natural, batches.batch_size, graph)
             value, taken = (captured_step if captured is not None else eager_step)(t, idx, step)
@@ -339,6 +344,9 @@ def _check_fingerprint(saved: dict, current: dict, path) -> None:
         raise ValueError(f"checkpoint {path} was written for other training data ({size}); {again}")
     for part, what in (("model", "another model"), ("settings", "other settings")):
         old = saved.get(part) if isinstance(saved.get(part), dict) else {}
+        if part == "settings":  # a checkpoint from before a setting existed was written with its legacy value
+            old = {**{f.name: f.metadata["legacy"] for f in dataclasses.fields(TrainConfig)
+                      if "legacy" in f.metadata}, **old}
         new = current[part]
         diff = [f"{k}={old.get(k)!r} (now {new.get(k)!r})" for k in sorted(set(old) | set(new))
                 if old.get(k) != new.get(k)]

@@ -12,7 +12,7 @@ PAPER = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "table
 
 def write_results(path, values):
     """values: {(dataset, model, method): [kde per split]} → a results CSV."""
-    base = {k: 0 for k in runner.COLUMNS} | {name: f.default for name, f in runner.SETTINGS.items()} | dict(
+    base = {k: 0 for k in runner.COLUMNS} | runner.default_settings() | dict(
         protocol="splits", iterations=10, num_inducing=8, test_limit=10,
                                                  seconds=1.0, test_loglik_mixture=0.0, test_rmse=1.0,
                                                  shapiro_median=0.99, bound=-1.0, dtype="float64")

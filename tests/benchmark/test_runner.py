@@ -44,9 +44,9 @@ def fake_row(config: dict) -> dict:
         num_samples=1, n_train=held, n_test=1, seconds=0.1, deepgp="0", torch="0", numpy="0", python="3")
 
 
-def fake_configs(datasets=("a", "b"), **extra):
+def fake_configs(datasets=("a", "b"), recipe="fast", **extra):
     """Configurations of GP (VI) on split 0, each carrying ``extra`` (sleep, claims) for :func:`fake_row`."""
-    return [c | extra for c in runner.make_configs(list(datasets), [("GP", "vi")], [0], iterations=3)]
+    return [c | extra for c in runner.make_configs(list(datasets), [("GP", "vi")], [0], iterations=3, recipe=recipe)]
 
 
 # the header of the results files of deepgp 0.1 (before inner_sampling, dtype and most settings were columns)
@@ -183,10 +183,11 @@ def test_inner_sampling_and_dtype_are_row_keys(data_dir, tmp_path):
 
 def test_a_results_file_from_before_the_new_columns_is_migrated_and_resumed(data_dir, tmp_path):
     results = tmp_path / "old.csv"
-    # settings the old format did not record are read as their defaults: these runs used them
+    # settings the old format did not record are read as their defaults (the recipe as "paper"): these
+    # runs used them
     fast = {k: v for k, v in FAST.items() if k not in ("predict_samples", "shapiro_points")}
     todo = runner.make_configs(["toya", "toyb"], (("GP", "vi"), ("LV-GP", "iw")), (0,), iterations=3,
-                               data_dir=str(data_dir), **fast)
+                               data_dir=str(data_dir), recipe="paper", **fast)
     runner.run_benchmark(todo, results, log=lambda m: None)
     # rewrite it as the previous format wrote it: no inner_sampling / dtype columns, nor most settings
     old_columns = OLD_COLUMNS
@@ -254,7 +255,7 @@ def test_what_counts_as_a_damaged_line(tmp_path):
 def test_migration_is_not_derailed_by_a_damaged_line(tmp_path):
     results = tmp_path / "old.csv"
     old_columns = OLD_COLUMNS
-    rows = [fake_row(c) for c in fake_configs("abc")]
+    rows = [fake_row(c) for c in fake_configs("abc", recipe="paper")]  # (what files of that format ran)
     with open(results, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(old_columns)

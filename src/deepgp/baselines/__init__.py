@@ -88,7 +88,7 @@ def fit(model: str, method: str, X, Y, model_config: ModelConfig | None = None,
 
     model, method = check_pair(model, method) or (model, method)
     model_config = model_config or ModelConfig()
-    train = train or TrainConfig()
+    train = (train or TrainConfig()).resolved()  # (the optimiser settings left unset: the recipe's)
     sghmc = sghmc or SGHMCConfig()
     schedule = dict(iterations=train.iterations, batch_size=train.batch_size, lr=train.lr, decay=train.decay,
                     decay_every=train.decay_every, seed=train.seed)

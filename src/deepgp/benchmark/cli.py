@@ -6,11 +6,11 @@ import argparse
 import sys
 
 from ..cli import add_settings, positive_int
-from ..config import BenchmarkConfig, ModelConfig, SGHMCConfig, TrainConfig, settings_of
+from ..config import RECIPE_ITERATIONS, BenchmarkConfig, ModelConfig, SGHMCConfig, TrainConfig, settings_of
 
 
 def register(sub) -> None:
-    from .runner import BENCHMARK_ITERATIONS, CONFIGS, DATASETS, METRICS
+    from .runner import CONFIGS, DATASETS, METRICS
 
     p = sub.add_parser(
         "benchmark",
@@ -30,10 +30,12 @@ def register(sub) -> None:
     p.add_argument("--splits", type=_splits, default="0-4",
                    help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)")
     # one option per setting, generated from the declarations (deepgp.config): model and method come
-    # from --models, the seed from --splits; the budget defaults to the paper's
+    # from --models, the seed from --splits; the budget defaults to the recipe's (RECIPE_ITERATIONS)
     add_settings(p, BenchmarkConfig)
     add_settings(p, ModelConfig, skip=("model",))
-    add_settings(p, TrainConfig, skip=("method", "seed"), defaults={"iterations": BENCHMARK_ITERATIONS})
+    add_settings(p, TrainConfig, skip=("method", "seed"), defaults={"iterations": None}, helps={"iterations": (
+        "training iterations (one minibatch each); default: the recipe's budget, " + ", ".join(
+            f"{n:,} for {r}" for r, n in RECIPE_ITERATIONS.items()))})
     add_settings(p, SGHMCConfig)
     p.add_argument("--data-dir", default=None, help="folder of NAME.csv.gz (else $DEEPGP_DATA, else the cache)")
     p.add_argument("--device", default=None, help="torch device for training and evaluation, e.g. cuda (default: cpu)")
@@ -84,7 +86,8 @@ def _benchmark(args) -> int:
     settings = {**settings_of(BenchmarkConfig, vars(args)), **settings_of(ModelConfig, vars(args)),
                 **settings_of(TrainConfig, vars(args)), **settings_of(SGHMCConfig, vars(args))}
     del settings["iterations"]
-    configs = make_configs(datasets, pairs, args.splits, args.iterations, data_dir=args.data_dir, device=args.device,
+    iterations = RECIPE_ITERATIONS[args.recipe] if args.iterations is None else args.iterations
+    configs = make_configs(datasets, pairs, args.splits, iterations, data_dir=args.data_dir, device=args.device,
                            **settings)
     failed = run_benchmark(configs, args.results, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler)
     if failed:

@@ -51,7 +51,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import BenchmarkConfig, ModelConfig, SGHMCConfig, TrainConfig, settings_of
+from ..config import (
+    RECIPE_ITERATIONS,
+    RECIPE_VALUES,
+    BenchmarkConfig,
+    ModelConfig,
+    SGHMCConfig,
+    TrainConfig,
+    settings_of,
+)
 
 if TYPE_CHECKING:
     from filelock import FileLock
@@ -62,7 +70,8 @@ CONFIGS = (
     ("GP", "vi"), ("GP-GP", "vi"), ("GP-GP-GP", "vi"), ("LV-GP", "vi"), ("LV-GP", "iw"), ("LV-GP-GP", "vi"),
     ("LV-GP-GP", "iw"), ("LV-GP-GP-GP", "vi"), ("LV-GP-GP-GP", "iw"),
 )
-BENCHMARK_ITERATIONS = 100_000  # the paper's budget: `deepgp benchmark`'s default, where fit's is TrainConfig's
+# `deepgp benchmark`'s default budget: the default recipe's (fit's is TrainConfig's); --recipe paper: the paper's
+BENCHMARK_ITERATIONS = RECIPE_ITERATIONS[TrainConfig.recipe]
 # every setting that changes a number is a column of the row's key, generated from the declarations
 SETTINGS: dict[str, dataclasses.Field] = {
     f.name: f for config in (BenchmarkConfig, ModelConfig, TrainConfig, SGHMCConfig)
@@ -79,6 +88,11 @@ MAX_SPLIT = 2**32 - 1  # numpy's RandomState seeds
 ALL_METHODS = ("vi", "iw", "sghmc")  # sghmc: the SGHMC deep GP baseline (deepgp.baselines.sghmc)
 
 # -- configurations ------------------------------------------------------------------------------
+def default_settings(recipe: str = TrainConfig.recipe) -> dict:
+    """Every setting's default, the optimiser's as ``recipe`` gives them (what a row of the defaults records)."""
+    return {name: f.default for name, f in SETTINGS.items()} | {"recipe": recipe} | RECIPE_VALUES[recipe]
+
+
 def parse_splits(text: str) -> list[int]:
     """"0-4" → [0, 1, 2, 3, 4]; "0,2" → [0, 2]; "3" → [3]. Anything else is a ValueError naming the text."""
     out: list[int] = []
@@ -141,7 +155,9 @@ def make_configs(
     ``protocol="splits"``: split s trained with seed s (real splits, training statistics).
     ``protocol="paper"``: the paper's code (docs/paper-vs-code.md §5.4): always split 0, standardised
     with all-data statistics, and the requested split numbers become seeds. A "vi" configuration
-    records num_samples 1 (the paper's VI) and inner_sampling "-" (it has none).
+    records num_samples 1 (the paper's VI) and inner_sampling "-" (it has none). The optimiser's
+    settings left unset are recorded as the recipe gives them (TrainConfig.resolved), so a row says
+    what ran and a setting given explicitly with the recipe's value is the same configuration.
     """
     from ..baselines import model_config, network_name, train_method
     from ..validation import check_device, check_positive_int
@@ -167,6 +183,7 @@ def make_configs(
                 config = {name: f.default for name, f in SETTINGS.items()}
                 config.update(dataclasses.asdict(bench), **settings, dataset=d, model=model, method=method,
                               split=0 if bench.protocol == "paper" else s, seed=s, data_dir=data_dir, device=device)
+                config.update({k: v for k, v in RECIPE_VALUES[config["recipe"]].items() if config[k] is None})
                 if method != "iw" or network_name(model):  # (sghmc, a CVAE: no inner layers to sample)
                     config.update(inner_sampling="-")
                 if method != "iw":
@@ -187,11 +204,13 @@ def config_key(row: dict) -> tuple[str, ...]:
 
 
 def _missing(row: dict, column: str) -> str:
-    """The text of a setting a row's file lacks (written before the setting was a column): its declared
+    """The text of a setting a row's file lacks (written before the setting was a column): the value such
+    files were run with (its declared ``legacy`` value: ``recipe`` "paper", ...), else its declared
     default, or "-" for inner_sampling in a "vi" row (as make_configs records it)."""
     if column == "inner_sampling" and row.get("method") == "vi":
         return "-"
-    return _text(SETTINGS[column].default)
+    f = SETTINGS[column]
+    return _text(f.metadata.get("legacy", f.default))
 
 
 # -- one configuration ---------------------------------------------------------------------------
@@ -505,8 +524,10 @@ def variant(row: dict) -> str:
     parts = ["independent inner draws"] if row.get("inner_sampling") == "independent" else []
     if row.get("dtype", "float64") != "float64":
         parts.append(row["dtype"])
+    recipe = RECIPE_VALUES.get(row.get("recipe"), {})
     for name, f in SETTINGS.items():
-        if name not in _SHOWN_ELSEWHERE and _text(row.get(name, f.default)) != _text(f.default):
+        usual = recipe.get(name, f.default)  # (an optimiser setting: the row's recipe's value)
+        if name not in _SHOWN_ELSEWHERE and _text(row.get(name, usual)) != _text(usual):
             parts.append(f"{name}={_text(row[name])}")
     return ", ".join(parts)
 

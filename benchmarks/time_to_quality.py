@@ -1,0 +1,261 @@
+"""Time to quality: the test (or validation) log density of ONE training run at 1K, 2K, 5K, 10K, 20K iterations.
+
+    python benchmarks/time_to_quality.py --dataset kin8nm --model LV-GP-GP --method iw --split 0 \\
+        [--recipe fast|paper] [--set lr=0.02 --set gamma_warmup=500 ...] [--part test|validation] \\
+        [--snapshots 1000,2000,5000,10000,20000] [--points 2000] [--draws 2000] \\
+        [--out benchmarks/results/time_to_quality.jsonl] [--checkpoints DIR] [--peers]
+    python benchmarks/time_to_quality.py --table [--out FILE] [--metric mixture|kde] [--part test]
+
+The data are the runner's own split (``deepgp.datasets.uci.load_split``: the same shuffle, 90/10,
+training-set standardisation). ``--part test`` evaluates on the split's first ``--points`` test
+points (the runner's test points, capped). ``--part validation`` never touches the test points:
+the split's training rows are permuted under a fixed seed (:func:`validation_split`), the last
+10% (at most ``--points``) are held out and evaluated on, the rest are trained on; this is the
+part on which training recipes are chosen.
+
+At each snapshot the run records the KDE test log density over ``--draws`` predictive draws (the
+paper's protocol), the mixture estimate on the same draws, the RMSE, the training wall-clock so
+far (evaluation excluded) and the bound per training point (mean of the last 50 iterations), as
+one JSON line. Resumable: the training state is checkpointed after every snapshot (``deepgp.fit``'s
+checkpoint), and a snapshot already in ``--out`` is not recomputed, so rerunning the same command
+after an interruption continues where it stopped.
+
+``--set NAME=VALUE`` overrides any field of ModelConfig or TrainConfig (an idea being screened);
+the run's key holds the overrides. ``--peers`` trains GPflux instead (``benchmarks/peers/
+gpflux_quality.py`` in the peers' virtualenv, ``--peers-python``), on exactly the same training
+rows and evaluation points: this script writes them to a temporary file for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "results" / "time_to_quality.jsonl"
+SNAPSHOTS = (1000, 2000, 5000, 10000, 20000)
+VALIDATION_FRACTION = 0.1
+
+
+def validation_split(X: np.ndarray, Y: np.ndarray, split: int, limit: int):
+    """(X_fit, Y_fit, X_val, Y_val): the split's training rows permuted by ``default_rng(1000 + split)``,
+    the last round(0.1·N) of them (at most ``limit``) held out. Test points are never involved."""
+    order = np.random.default_rng(1000 + split).permutation(len(X))
+    n_val = min(limit, max(1, round(VALIDATION_FRACTION * len(X))))
+    fit_rows, val_rows = order[:-n_val], order[-n_val:]
+    return X[fit_rows], Y[fit_rows], X[val_rows], Y[val_rows]
+
+
+def parse_value(text: str):
+    """"0.02" → 0.02, "500" → 500, "true" → True, "none" → None, anything else stays text."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def run_key(args, overrides: dict) -> dict:
+    return dict(system="gpflux" if args.peers else "deepgp", dataset=args.dataset, model=args.model,
+                method=args.method, split=args.split, part=args.part, recipe=args.recipe,
+                overrides=dict(sorted(overrides.items())), points=args.points, draws=args.draws)
+
+
+def key_text(key: dict) -> str:
+    return json.dumps(key, sort_keys=True)
+
+
+def done_snapshots(out: Path, key: dict) -> dict[int, dict]:
+    """The snapshots of this run already in ``out`` (iterations → record)."""
+    found = {}
+    if out.exists():
+        for line in out.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a kill: its snapshot runs again
+            if key_text(rec.get("key", {})) == key_text(key):
+                found[rec["iterations"]] = rec
+    return found
+
+
+def append(out: Path, record: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(record) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def load_data(args):
+    """(X_fit, Y_fit, X_eval, Y_eval) in the runner's standardised units."""
+    from deepgp.datasets.uci import load_split
+
+    data = load_split(args.dataset, args.split, args.data_dir, test_limit=args.points)
+    if args.part == "validation":
+        return validation_split(data.X_train, data.Y_train, args.split, args.points)
+    return data.X_train, data.Y_train, data.X_test, data.Y_test
+
+
+def run_deepgp(args, overrides: dict, key: dict, out: Path) -> None:
+    import torch
+
+    from deepgp import DeepGP, fit
+    from deepgp.config import ModelConfig, TrainConfig, settings_of
+    from deepgp.metrics import split_metrics
+
+    torch.set_num_threads(args.threads)
+    X, Y, Xe, Ye = load_data(args)
+    done = done_snapshots(out, key)
+    model_cfg = ModelConfig(model=args.model, **settings_of(ModelConfig, overrides))
+    known = {**settings_of(ModelConfig, overrides), **settings_of(TrainConfig, overrides)}
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise SystemExit(f"unknown setting(s) {unknown}: --set takes fields of ModelConfig and TrainConfig")
+    train_cfg = TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
+                            num_samples=5 if args.method == "iw" else 1,
+                            **{k: v for k, v in settings_of(TrainConfig, overrides).items()})
+    Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
+    checkpoint = Path(args.checkpoints) / (hashlib.sha1(key_text(key).encode()).hexdigest()[:16] + ".pt")
+    seconds = 0.0
+    for iterations in args.snapshots:
+        if iterations in done:
+            seconds = done[iterations]["seconds"]
+            continue
+        model = DeepGP.from_config(model_cfg, X, Y, seed=args.split)
+        t0 = time.perf_counter()
+        history = fit(model, X, Y, config=train_cfg, iterations=iterations, checkpoint=checkpoint,
+                      checkpoint_every=1000, progress=False)
+        seconds += time.perf_counter() - t0
+        metrics = split_metrics(model, Xe, Ye, args.draws, shapiro_points=3, seed=args.split)
+        record = dict(key=key, iterations=iterations, seconds=round(seconds, 1),
+                      bound=float(np.mean(history[-50:]) / len(X)), kde=metrics["test_loglik_kde"],
+                      mixture=metrics["test_loglik_mixture"], rmse=metrics["test_rmse"], n_train=len(X),
+                      n_eval=len(Xe), resolved={k: v for k, v in vars(train_cfg.resolved()).items()
+                                                if k in ("lr", "gamma", "gamma_warmup", "decay", "decay_every",
+                                                         "natgrad_inner")})
+        append(out, record)
+        print(f"{args.dataset} {args.model} {args.method} s{args.split} {args.part} {args.recipe} {overrides or ''} "
+              f"@{iterations}: mixture {record['mixture']:.3f} kde {record['kde']:.3f} rmse {record['rmse']:.3f} "
+              f"({record['seconds']:.0f}s)", flush=True)
+
+
+def run_peer(args, key: dict, out: Path) -> None:
+    """GPflux on the same rows and points, in the peers' virtualenv (it has no deepgp)."""
+    X, Y, Xe, Ye = load_data(args)
+    done = done_snapshots(out, key)
+    todo = [i for i in args.snapshots if i not in done]
+    if not todo:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data.npz"
+        np.savez(data, X=X, Y=Y, X_eval=Xe, Y_eval=Ye)
+        cmd = [args.peers_python, str(HERE / "peers" / "gpflux_quality.py"), "--data", str(data), "--model",
+               args.model, "--snapshots", ",".join(map(str, args.snapshots)), "--draws", str(args.draws),
+               "--seed", str(args.split), "--threads", str(args.threads)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        for line in proc.stdout:
+            if not line.startswith("{"):
+                continue
+            rec = json.loads(line)
+            if rec["iterations"] in done:
+                continue
+            record = dict(key=key, **rec, n_train=len(X), n_eval=len(Xe))
+            append(out, record)
+            print(f"GPflux {args.dataset} {args.model} s{args.split} {args.part} @{rec['iterations']}: "
+                  f"mixture {rec['mixture']:.3f} kde {rec['kde']:.3f} ({rec['seconds']:.0f}s)", flush=True)
+        if proc.wait() != 0:
+            raise SystemExit(f"the GPflux run failed (exit status {proc.returncode})")
+
+
+def table(out: Path, metric: str, part: str) -> str:
+    """Markdown: one line per (system, dataset, model, method, recipe, overrides), the mean over splits of
+    ``metric`` at each snapshot (the number of splits in brackets where not all lines have the same)."""
+    cells: dict = defaultdict(lambda: defaultdict(list))
+    seconds: dict = defaultdict(lambda: defaultdict(list))
+    snaps: set[int] = set()
+    for line in out.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        k = rec["key"]
+        if k["part"] != part:
+            continue
+        name = (k["dataset"], k["model"], k["method"].upper(), k["system"],
+                k["recipe"] if k["system"] == "deepgp" else "-",
+                ", ".join(f"{a}={b}" for a, b in k["overrides"].items()) or "-")
+        cells[name][rec["iterations"]].append(rec[metric])
+        seconds[name][rec["iterations"]].append(rec["seconds"])
+        snaps.add(rec["iterations"])
+    cols = sorted(snaps)
+    head = ["data set", "model", "method", "system", "recipe", "settings"] + [f"{c / 1000:g}K" for c in cols]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name in sorted(cells):
+        row = list(name)
+        for c in cols:
+            v = cells[name].get(c)
+            row.append("" if not v else f"{np.mean(v):.3f}" + (f" ({len(v)})" if len(v) != 1 else ""))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", default="kin8nm")
+    p.add_argument("--model", default="LV-GP-GP")
+    p.add_argument("--method", default="iw", choices=("vi", "iw"))
+    p.add_argument("--split", type=int, default=0)
+    p.add_argument("--recipe", default="fast", choices=("fast", "paper"))
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a ModelConfig or TrainConfig field (repeatable)")
+    p.add_argument("--part", default="test", choices=("test", "validation"))
+    p.add_argument("--snapshots", default=",".join(map(str, SNAPSHOTS)))
+    p.add_argument("--points", type=int, default=2000, help="at most this many evaluation points")
+    p.add_argument("--draws", type=int, default=2000, help="predictive draws per evaluation point")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--out", default=str(DEFAULT_OUT))
+    p.add_argument("--checkpoints", default=str(Path(tempfile.gettempdir()) / "deepgp-time-to-quality"))
+    p.add_argument("--peers", action="store_true", help="train GPflux instead (benchmarks/peers/gpflux_quality.py)")
+    p.add_argument("--peers-python", default=os.environ.get("DEEPGP_PEERS_PYTHON", ".venv-peers/bin/python"))
+    p.add_argument("--table", action="store_true", help="print the Markdown table of --out and exit")
+    p.add_argument("--metric", default="mixture", choices=("mixture", "kde", "rmse", "bound", "seconds"))
+    args = p.parse_args()
+    out = Path(args.out)
+    if args.table:
+        sys.stdout.write(table(out, args.metric, args.part))
+        return
+    args.snapshots = sorted({int(s) for s in args.snapshots.split(",") if s.strip()})
+    overrides = {}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        overrides[name.strip()] = parse_value(value)
+    key = run_key(args, overrides)
+    if args.peers:
+        if overrides or args.method != "vi":
+            raise SystemExit("--peers trains GPflux's own recipe by VI: no --set, --method vi")
+        run_peer(args, key, out)
+    else:
+        run_deepgp(args, overrides, key, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Training recipes: "paper" is the code before recipes existed; "fast" (the default) differs; every path records it."""
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import deepgp
+from deepgp import storage
+from deepgp.config import GAMMA_START, RECIPE_ITERATIONS, RECIPE_VALUES, TrainConfig, gamma_at
+
+GOLDEN = Path(__file__).parent / "data" / "paper-recipe-fit.json"
+
+
+def golden_problem():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 3))
+    return X, np.sin(X[:, :1] * 2) + 0.1 * rng.standard_normal((300, 1))
+
+
+@pytest.mark.parametrize("spec, method, K", [("GP-GP", "vi", 1), ("LV-GP", "iw", 3), ("GP", "vi", 1)])
+def test_the_paper_recipe_is_the_training_of_before(spec, method, K):
+    # the histories were written by fit as it was before recipes existed (same problem, settings, seeds);
+    # bitwise equal on the machine that wrote them, and a recipe's difference moves them by far more than 1e-10
+    torch.set_num_threads(1)
+    X, Y = golden_problem()
+    expected = [float.fromhex(v) for v in json.loads(GOLDEN.read_text())[f"{spec}:{method}"]["history"]]
+    runs = {}
+    for recipe in ("paper", "fast"):
+        model = deepgp.DeepGP.from_spec(spec, X, Y, num_inducing=20, seed=1)
+        runs[recipe] = deepgp.fit(model, X, Y, method=method, num_samples=K, iterations=40, batch_size=64,
+                                  decay_every=10, seed=2, progress=False, recipe=recipe)
+    np.testing.assert_allclose(runs["paper"], expected, rtol=1e-10, atol=0)
+    assert np.abs(runs["fast"] - np.asarray(expected)).max() > 1e-3 * np.abs(expected).max()
+
+
+def test_recipe_values_fill_only_what_is_unset():
+    assert TrainConfig().recipe == "fast"
+    for recipe, values in RECIPE_VALUES.items():
+        resolved = TrainConfig(recipe=recipe).resolved()
+        assert {k: getattr(resolved, k) for k in values} == values
+        assert resolved.resolved() == resolved
+    assert TrainConfig(recipe="paper", lr=0.03).resolved().lr == 0.03
+    assert TrainConfig(recipe="paper", natgrad_inner=True).resolved().natgrad_inner is True
+    assert RECIPE_VALUES["paper"] == dict(lr=0.005, gamma=0.01, gamma_warmup=0, decay=0.98, decay_every=1000,
+                                          natgrad_inner=False)
+    assert RECIPE_ITERATIONS["paper"] == 100_000
+    for bad in (dict(recipe="quick"), dict(gamma=1.5), dict(lr=-1.0), dict(gamma_warmup=-1), dict(decay_every=0),
+                dict(natgrad_inner="yes")):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            TrainConfig(**bad)
+
+
+def test_gamma_schedule():
+    paper = TrainConfig(recipe="paper").resolved()
+    for t in (0, 998, 999, 1000, 5000, 99_999):  # the expression of the paper's code, exactly
+        assert gamma_at(paper, t) == 0.01 * 0.98 ** ((t + 1) // 1000)
+    ramp = TrainConfig(recipe="paper", gamma=0.1, gamma_warmup=100, decay=1.0).resolved()
+    steps = [gamma_at(ramp, t) for t in range(-1, 120)]
+    assert steps[0] == pytest.approx(GAMMA_START)  # (t = −1: where the ramp starts)
+    assert np.all(np.diff(steps[:101]) > 0) and steps[100] == 0.1 and set(steps[100:]) == {0.1}
+    # log-linear: equal ratios per step
+    np.testing.assert_allclose(np.diff(np.log(steps[:101])), np.log(10) / 100)
+    small = TrainConfig(recipe="paper", gamma=0.001, gamma_warmup=100).resolved()
+    assert gamma_at(small, 0) == 0.001  # no ramp up to a γ below where ramps start
+
+
+def test_natural_gradients_on_the_inner_layers_take_them_out_of_adam(monkeypatch):
+    import deepgp.training as training
+
+    X, Y = golden_problem()
+    model = deepgp.DeepGP.from_spec("GP-GP", X, Y, num_inducing=10, seed=0)
+    before = model.layers[0].q_sqrt.detach().clone()
+    adam_params = []
+    adam = training._adam
+    monkeypatch.setattr(training, "_adam", lambda params, lr: adam_params.extend(params) or adam(params, lr))
+    history = deepgp.fit(model, X, Y, method="vi", iterations=30, batch_size=64, natgrad_inner=True, seed=0,
+                         progress=False)
+    inner, final = model.layers
+    ids = {id(p) for p in adam_params}
+    assert not ids & {id(inner.q_mu), id(inner.q_sqrt), id(final.q_mu), id(final.q_sqrt)}
+    assert id(inner.kernel.lengthscale.psi) in ids
+    assert np.isfinite(history).all()
+    assert not torch.equal(inner.q_sqrt.detach(), before)  # it moved, by natural gradients
+
+
+def test_a_checkpoint_from_before_recipes_resumes_as_the_paper_recipe(tmp_path):
+    X, Y = golden_problem()
+    path = tmp_path / "run.ckpt"
+
+    def run(iterations, **kw):
+        model = deepgp.DeepGP.from_spec("GP", X, Y, num_inducing=10, seed=0)
+        return deepgp.fit(model, X, Y, method="vi", iterations=iterations, batch_size=64, seed=0, progress=False,
+                          checkpoint=path, checkpoint_every=5, **kw)
+
+    run(10, recipe="paper")
+    state = storage.read(path, storage.CHECKPOINT)
+    for name in ("recipe", "gamma_warmup", "natgrad_inner"):  # what a checkpoint of before did not record
+        del state["fingerprint"]["settings"][name]
+    storage.write(path, storage.CHECKPOINT, state)
+    assert len(run(20, recipe="paper")) == 20
+    with pytest.raises(ValueError, match="recipe='paper' .now 'fast'"):
+        run(30)
+
+
+def test_the_estimator_records_its_recipe_and_reads_old_files_as_the_papers(tmp_path):
+    X, Y = golden_problem()
+    est = deepgp.DeepGPRegressor("GP", method="vi", num_inducing=8, iterations=5, progress=False).fit(X, Y[:, 0])
+    assert est.get_params()["recipe"] == "fast"
+    path = tmp_path / "est.dgp"
+    est.save(path)
+    tree = storage.read(path, storage.REGRESSOR)
+    for name in ("recipe", "gamma_warmup", "natgrad_inner"):
+        del tree["params"][name]
+    tree["params"].update(lr=0.005, gamma=0.01, decay=0.98, decay_every=1000)  # as deepgp wrote them then
+    old = deepgp.DeepGPRegressor.from_tree(tree, path)
+    assert old.get_params()["recipe"] == "paper" and old.get_params()["natgrad_inner"] is False
+    np.testing.assert_array_equal(old.predict(X[:5]), est.predict(X[:5]))
+
+
+def test_a_results_file_from_before_recipes_reads_as_the_paper_recipe(tmp_path):
+    from deepgp.benchmark import runner
+
+    config = runner.make_configs(["toy"], [("GP", "vi")], [0], iterations=3, recipe="paper")[0]
+    assert {k: config[k] for k in RECIPE_VALUES["paper"]} == RECIPE_VALUES["paper"]
+    row = {**{c: 0.0 for c in runner.COLUMNS}, **config, "deepgp": "0", "torch": "0", "numpy": "0", "python": "0"}
+    old_columns = [c for c in runner.COLUMNS if c not in ("recipe", "gamma_warmup", "natgrad_inner")]
+    values = dict(zip(runner.COLUMNS, next(csv.reader([runner.format_row(row)]))))
+    path = tmp_path / "old.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([old_columns, [values[c] for c in old_columns]])
+    (read,) = runner.read_results(path)
+    assert read["recipe"] == "paper" and read["gamma_warmup"] == 0 and read["natgrad_inner"] == "False"
+    assert runner.config_key(read) == runner.config_key(config)  # a rerun under the paper recipe skips it
+    fast = runner.make_configs(["toy"], [("GP", "vi")], [0], iterations=3)[0]
+    assert fast["recipe"] == "fast" and runner.config_key(fast) != runner.config_key(config)
+    assert runner.variant(config) == "recipe=paper" and runner.variant(fast) == ""
+    assert runner.variant({**fast, "lr": 0.5}) == "lr=0.5"
+
+
+def test_the_benchmark_budget_is_the_recipes(monkeypatch):
+    from deepgp.benchmark import cli as bench_cli
+    from deepgp.cli import build_parser
+
+    seen = []
+    monkeypatch.setattr("deepgp.benchmark.runner.run_benchmark", lambda configs, *a, **k: seen.append(configs) or 0)
+    monkeypatch.setattr("deepgp.datasets.uci.find_uci", lambda *a, **k: None)
+    for argv, budget in ((["benchmark"], RECIPE_ITERATIONS["fast"]), (["benchmark", "--recipe", "paper"], 100_000),
+                         (["benchmark", "--iterations", "7"], 7)):
+        args = build_parser().parse_args([*argv, "--datasets", "toy", "--models", "GP:vi", "--splits", "0"])
+        assert bench_cli._benchmark(args) == 0
+        assert seen[-1][0]["iterations"] == budget
+    assert dataclasses.fields(TrainConfig)  # (the settings the options were generated from)
