@@ -25,7 +25,9 @@ def golden_problem():
 @pytest.mark.parametrize("spec, method, K", [("GP-GP", "vi", 1), ("LV-GP", "iw", 3), ("GP", "vi", 1)])
 def test_the_paper_recipe_is_the_training_of_before(spec, method, K):
     # the histories were written by fit as it was before recipes existed (same problem, settings, seeds);
-    # bitwise equal on the machine that wrote them, and a recipe's difference moves them by far more than 1e-10
+    # bitwise equal in the process that wrote them; another process may differ in the last bits (MKL's
+    # results depend on memory alignment) and 40 steps grow that to ~1e-8, while a recipe's difference
+    # moves them by more than 1e-3
     torch.set_num_threads(1)
     X, Y = golden_problem()
     expected = [float.fromhex(v) for v in json.loads(GOLDEN.read_text())[f"{spec}:{method}"]["history"]]
@@ -34,7 +36,7 @@ def test_the_paper_recipe_is_the_training_of_before(spec, method, K):
         model = deepgp.DeepGP.from_spec(spec, X, Y, num_inducing=20, seed=1)
         runs[recipe] = deepgp.fit(model, X, Y, method=method, num_samples=K, iterations=40, batch_size=64,
                                   decay_every=10, seed=2, progress=False, recipe=recipe)
-    np.testing.assert_allclose(runs["paper"], expected, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(runs["paper"], expected, rtol=1e-6, atol=0)
     assert np.abs(runs["fast"] - np.asarray(expected)).max() > 1e-3 * np.abs(expected).max()
 
 
