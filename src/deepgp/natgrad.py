@@ -55,18 +55,27 @@ def _natural_update(layer: GPLayer, R, D, w, Rt_g1, gamma: float, max_halvings: 
     return 0.0
 
 
-def _frame(layer: GPLayer, grad_m: torch.Tensor, grad_R: torch.Tensor):
+def _whitened_mean(layer: GPLayer, m: torch.Tensor, R: torch.Tensor, check: bool = True) -> torch.Tensor:
+    """R⁻¹m [L, M, 1] for m [M, L], R [L, M, M]; with ``check``, a singular R is a clear error (without:
+    no host read, and the caller handles the non-finite result)."""
+    w = torch.linalg.solve_triangular(R, m.T.unsqueeze(-1), upper=False)
+    if check and not bool(torch.isfinite(w).all()):
+        raise CholeskyError(f"q(v) covariance of {layer.name} is singular (a zero on the diagonal of q_sqrt)")
+    return w
+
+
+def _frame(layer: GPLayer, grad_m: torch.Tensor, grad_R: torch.Tensor, check: bool = True):
     """R, D = Rᵀ(∂F/∂η₂)R, w = R⁻¹m and Rᵀ∂F/∂η₁ (float64) from ∂F/∂m [M, L] and ∂F/∂R [L, M, M].
 
     The chain rule, in R's frame: S = η₂ − η₁η₁ᵀ and dR = RΦ(R⁻¹dSR⁻ᵀ) (Φ: the lower triangle,
     diagonal halved) give Rᵀ(∂F/∂η₂)R = ½(P + Pᵀ) with P = Φ(Rᵀ∂F/∂R), and
-    Rᵀ∂F/∂η₁ = Rᵀ∂F/∂m − (P + Pᵀ)R⁻¹m.
+    Rᵀ∂F/∂η₁ = Rᵀ∂F/∂m − (P + Pᵀ)R⁻¹m. ``check``: as :func:`_whitened_mean`'s.
     """
     m, R = (t.double() for t in layer.q())
     P = (R.mT @ grad_R.double()).tril_()
     P.diagonal(dim1=-2, dim2=-1).mul_(0.5)
     D = 0.5 * (P + P.mT)
-    w = torch.linalg.solve_triangular(R, m.T.unsqueeze(-1), upper=False)  # R⁻¹m [L, M, 1]
+    w = _whitened_mean(layer, m, R, check)
     Rt_g1 = R.mT @ grad_m.double().T.unsqueeze(-1) - 2.0 * (D @ w)
     return R, D, w, Rt_g1
 
@@ -84,8 +93,6 @@ def natgrad_step_q(layer: GPLayer, grad_m: torch.Tensor, grad_R: torch.Tensor, g
     step from ∂F/∂η by autograd.
     """
     R, D, w, Rt_g1 = _frame(layer, grad_m, grad_R)
-    if not bool(torch.isfinite(w).all()):
-        raise CholeskyError(f"q(v) covariance of {layer.name} is singular (a zero on the diagonal of q_sqrt)")
     return _natural_update(layer, R, D, w, Rt_g1, gamma, max_halvings)
 
 
@@ -97,7 +104,7 @@ def natgrad_step_q_deferred(layer: GPLayer, grad_m: torch.Tensor, grad_R: torch.
     and the returned bool tensor [] is True for a step not taken. For a captured GPU step
     (deepgp.capture), whose caller then halves eagerly from γ/2 — :func:`natgrad_step_q`'s
     sequence of steps, decided on the device for the first."""
-    R, D, w, Rt_g1 = _frame(layer, grad_m, grad_R)
+    R, D, w, Rt_g1 = _frame(layer, grad_m, grad_R, check=False)  # (a singular R: failed, below)
     m_new, R_new, info = _candidate(R, D, w, Rt_g1, gamma)
     failed = info.ne(0).any() | ~torch.isfinite(w).all()
     # torch.where, not a branch: a failed candidate (NaNs) is never written

@@ -15,7 +15,7 @@ import torch
 
 from .layers import GPLayer
 from .linalg import CholeskyError
-from .natgrad import _natural_update
+from .natgrad import _natural_update, _whitened_mean
 
 
 @contextlib.contextmanager
@@ -58,7 +58,4 @@ def natgrad_step(layer: GPLayer, grad_eta1: torch.Tensor, grad_eta2: torch.Tenso
     g2 = grad_eta2.double()
     D = R.mT @ (0.5 * (g2 + g2.mT)) @ R
     Rt_g1 = R.mT @ grad_eta1.double().T.unsqueeze(-1)
-    w = torch.linalg.solve_triangular(R, m.T.unsqueeze(-1), upper=False)  # R⁻¹m [L, M, 1]
-    if not bool(torch.isfinite(w).all()):
-        raise CholeskyError(f"q(v) covariance of {layer.name} is singular (a zero on the diagonal of q_sqrt)")
-    return _natural_update(layer, R, D, w, Rt_g1, gamma, max_halvings)
+    return _natural_update(layer, R, D, _whitened_mean(layer, m, R), Rt_g1, gamma, max_halvings)
