@@ -125,6 +125,20 @@ def median_difference(means: dict[tuple, float], configs: list[tuple], datasets:
     return out
 
 
+def summary(groups: dict, configs: list[tuple], datasets: list[str], paper_table: dict):
+    """The summary rows, over the datasets where every config has results (as a rank needs): those
+    datasets, our average ranks {config: (mean, s.e.)} and median differences from GP (VI), and the
+    paper's (from its means, over those datasets where it has every config)."""
+    complete = [d for d in datasets if all((d, *c) in groups for c in configs)]
+    ranks = average_ranks({d: {c: groups[(d, *c)] for c in configs} for d in complete}, configs)
+    med = median_difference({g: _mean_se(v.values())[0] for g, v in groups.items()}, configs, complete)
+    paper = {(d, *c): paper_table[(d, *c[:2])][0] for d in complete for c in [*configs, BASELINE]
+             if (d, *c[:2]) in paper_table}
+    paper_complete = [d for d in complete if all((d, *c) in paper for c in configs)]
+    paper_ranks = average_ranks({d: {c: {0: paper[(d, *c)]} for c in configs} for d in paper_complete}, configs)
+    return complete, ranks, med, paper_ranks, median_difference(paper, configs, paper_complete)
+
+
 def render_report(results, paper=None, metric: str = "test_loglik_kde", tolerance: float = 0.1) -> str:
     """The Markdown report of ``results`` (a results CSV), beside ``paper`` (the paper's Table 1 CSV)."""
     loaded = load_results(results)
@@ -171,16 +185,7 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
             lines.append(f"| {d} | {_label(*c)} | {len(groups[g])} | {_fmt(mean, se)} | "
                          f"{_fmt(*p) if p else '–'} | {diff} | {ex[0]:.2f} | {ex[1]:.3f} | {ex[2]:.3f} | {ex[3]:.0f} |")
 
-    # summary rows, over the datasets where every config has results (as a rank needs)
-    complete = [d for d in datasets if all((d, *c) in groups for c in configs)]
-    table = {d: {c: groups[(d, *c)] for c in configs} for d in complete}
-    ranks = average_ranks(table, configs)
-    paper_complete = [d for d in complete if all((d, *c) in paper_of for c in configs)]
-    paper_ranks = average_ranks({d: {c: {0: paper_of[(d, *c)][0]} for c in configs} for d in paper_complete}, configs)
-    our_means = {g: v[0] for g, v in ours.items()}
-    paper_means = {g: v[0] for g, v in paper_of.items()}
-    med = median_difference(our_means, configs, complete)
-    paper_med = median_difference(paper_means, configs, paper_complete)
+    complete, ranks, med, paper_ranks, paper_med = summary(groups, configs, datasets, paper_table)
     lines += ["", f"## Summary over the {len(complete)} datasets with every model done", "",
               "| | " + " | ".join(_label(*c) for c in configs) + " |",
               "| --- |" + " ---: |" * len(configs)]
@@ -263,7 +268,7 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     rows = [r for r in load_results(results).rows if not variant(r)]
     groups = summarise(rows, metric)
     w_ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in summarise(rows, "shapiro_median").items()}
-    budget = {g[:3]: max(r["iterations"] for r in rows if _group(r) == g) for g in groups}
+    budget = {g[:3]: max(v.values()) for g, v in summarise(rows, "iterations").items()}
     paper_table = read_paper(paper) if paper else {}
     paper_w = {k: v[0] for k, v in read_paper(shapiro).items()} if shapiro else {}
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
@@ -282,13 +287,7 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
             theirs = _table1_cell(paper_table.get((d, *c[:2]), (None,))[0], paper_w.get((d, *c[:2])))
             cells.append(f"{ours} / {theirs}")
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
-    complete = [d for d in datasets if all((d, *c) in groups for c in configs)]
-    ranks = average_ranks({d: {c: groups[(d, *c)] for c in configs} for d in complete}, configs)
-    med = median_difference(means, configs, complete)
-    paper_of = {(d, *c): paper_table[(d, *c[:2])][0] for d in complete for c in configs if (d, *c[:2]) in paper_table}
-    paper_complete = [d for d in complete if all((d, *c) in paper_of for c in configs)]
-    paper_ranks = average_ranks({d: {c: {0: paper_of[(d, *c)]} for c in configs} for d in paper_complete}, configs)
-    paper_med = median_difference(paper_of, configs, paper_complete)
+    complete, ranks, med, paper_ranks, paper_med = summary(groups, configs, datasets, paper_table)
     lines.append(f"| median difference from GP (VI), ours / paper ({len(complete)} datasets) | "
                  + " | ".join(f"{_signed(med[c])} / {_signed(paper_med[c])}" for c in configs) + " |")
     lines.append("| average rank, ours / paper | " + " | ".join(
