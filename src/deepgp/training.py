@@ -38,7 +38,7 @@ OFF = ("0", "false", "no", "off")  # values of DEEPGP_CAPTURE that switch captur
 MAX_SKIPPED_IN_A_ROW = 100
 
 
-class _Batches:
+class Batches:
     """Minibatch indices from successive random permutations (batches straddle epochs), drawn on
     the data's device (no copy from the host per step on a GPU)."""
 
@@ -142,7 +142,7 @@ def fit(
     history: list[float] = []
     start = skipped = in_a_row = redone = 0
     with seeded(seed, model.device):
-        batches = _Batches(X.shape[0], batch_size, model.device)
+        batches = Batches(X.shape[0], batch_size, model.device)
         if checkpoint is not None and Path(checkpoint).exists():
             state = storage.read(checkpoint, storage.CHECKPOINT)
             _check_fingerprint(storage.field(state, "fingerprint", dict, checkpoint), fingerprint, checkpoint)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..config import ModelConfig, SGHMCConfig, TrainConfig, parse_spec
+from ..config import ModelConfig, SGHMCConfig, TrainConfig, parse_spec, settings_of
 
 CVAE_METHODS = ("vi", "iw")
 SGHMC = "sghmc"
@@ -68,8 +68,7 @@ def train_method(model: str, method: str) -> str:
 def model_config(model: str, settings: dict) -> ModelConfig:
     """The ModelConfig of ``model`` from ``settings`` (any dict holding its fields): a network baseline
     (Linear, CVAE-...) reads only ``latent_dim`` and ``dtype`` from it, and gets the spec "GP" there."""
-    values = {k: v for k, v in settings.items() if k in {f.name for f in dataclasses.fields(ModelConfig)}}
-    return ModelConfig(**{**values, "model": "GP" if network_name(model) else model})
+    return ModelConfig(**{**settings_of(ModelConfig, settings), "model": "GP" if network_name(model) else model})
 
 
 def fit(model: str, method: str, X, Y, model_config: ModelConfig | None = None,

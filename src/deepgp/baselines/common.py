@@ -1,14 +1,10 @@
-"""What the baselines' own training loops share: minibatches and the staircase-decayed Adam."""
+"""What the baselines' own training loops share: the staircase-decayed Adam. (Their minibatches are
+:class:`deepgp.training.Batches`, the deep GPs' own, so that a baseline and a deep GP trained under one
+seed see the same batches.)"""
 
 from __future__ import annotations
 
 import torch
-
-from ..training import _Batches
-
-# minibatches as the deep GPs get them (successive random permutations of the N points), so that a
-# baseline and a deep GP trained under one seed see the same batches
-Batches = _Batches
 
 
 def staircase_adam(params, lr: float, decay: float, every: int):

@@ -31,8 +31,9 @@ from .. import prediction
 from ..likelihoods import GaussianLikelihood
 from ..linalg import seeded, standard_normal
 from ..model import DeepGP
+from ..training import Batches
 from ..validation import check_positive_int, check_seed
-from .common import Batches, staircase_adam
+from .common import staircase_adam
 
 LOGVAR_RANGE = (math.log(1e-12), math.log(1e10))
 NOISE_INIT = 0.05  # the paper's code: the CVAE's noise variance starts at 0.05 (the GPs' at 0.01)

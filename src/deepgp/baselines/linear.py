@@ -21,7 +21,7 @@ from .cvae import CVAE, NOISE_INIT
 
 
 class Linear(CVAE):
-    """``CVAE(hidden=())``: the paper's Linear model (REFERENCE settings as for every CVAE)."""
+    """``CVAE(hidden=())``: the paper's Linear model (the settings of every CVAE: docs/paper-vs-code.md §5.5)."""
 
     def __init__(self, input_dim: int, output_dim: int, latent_dim: int = 1, num_data: int = 1,
                  noise_variance: float = NOISE_INIT):

@@ -45,8 +45,9 @@ from torch import nn
 from .. import prediction
 from ..layers import GPLayer
 from ..linalg import seeded, standard_normal
+from ..training import Batches
 from ..validation import check_positive_int, check_seed
-from .common import Batches, staircase_adam
+from .common import staircase_adam
 
 
 class SGHMC:
