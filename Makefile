@@ -62,7 +62,7 @@ docs: $(DOCS_STAMP)
 # the paper's figures into docs/figures (benchmarks/figures.py; docs/figures.md shows them). The
 # letters and marginals stages fit 15 models at the paper's scale: minutes each on a GPU
 # (FIGURE_ARGS="--device cuda --jobs 4"), hours on 2 CPU cores; a rerun reuses finished fits
-DATA ?= ../shared/data/uci
+DATA ?= $(DEEPGP_DATA)
 FIGURE_ARGS ?=
 figures: $(STAMP)
 	$(PY) benchmarks/figures.py prior
