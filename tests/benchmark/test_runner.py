@@ -44,6 +44,11 @@ def fake_row(config: dict) -> dict:
         num_samples=1, n_train=held, n_test=1, seconds=0.1, deepgp="0", torch="0", numpy="0", python="3")
 
 
+def fake_run(config: dict) -> list[dict]:
+    """:func:`fake_row` as a configuration's rows (what ``run_benchmark``'s ``run`` returns)."""
+    return [fake_row(config)]
+
+
 def fake_configs(datasets=("a", "b"), recipe="fast", **extra):
     """Configurations of GP (VI) on split 0, each carrying ``extra`` (sleep, claims) for :func:`fake_row`."""
     return [c | extra for c in runner.make_configs(list(datasets), [("GP", "vi")], [0], iterations=3, recipe=recipe)]
@@ -215,18 +220,18 @@ def test_a_results_file_from_before_the_new_columns_is_migrated_and_resumed(data
 def test_a_damaged_line_costs_that_line_only(tmp_path, capsys):
     results = tmp_path / "r.csv"
     todo = fake_configs("abcd")
-    runner.run_benchmark(todo[:2], results, run=fake_row, log=quiet)
+    runner.run_benchmark(todo[:2], results, run=fake_run, log=quiet)
     with open(results, "a") as f:
         f.write('garbage,"oops\n')  # an unmatched quote: csv.reader of the file would read on to its end
     with pytest.warns(runner.ResultsFileWarning, match=r"r.csv: ignoring damaged line 4 .*will run again"):
-        runner.run_benchmark(todo[2:], results, run=fake_row, log=quiet)
+        runner.run_benchmark(todo[2:], results, run=fake_run, log=quiet)
     loaded = runner.load_results(results)
     assert [r["dataset"] for r in loaded.rows] == ["a", "b", "c", "d"] and loaded.damaged == [4]
     with pytest.warns(runner.ResultsFileWarning, match="line 4"):
         assert len(runner.read_results(results)) == 4
     calls = []
     with pytest.warns(runner.ResultsFileWarning):
-        runner.run_benchmark(todo, results, run=lambda c: calls.append(c) or fake_row(c), log=quiet)
+        runner.run_benchmark(todo, results, run=lambda c: calls.append(c) or fake_run(c), log=quiet)
     assert calls == []  # every row after the damaged line was recognised as done
     assert main(["report", str(results)]) == 0
     out = capsys.readouterr().out
@@ -241,7 +246,7 @@ def test_damaged_lines_are_listed_ten_at_most():
 
 def test_what_counts_as_a_damaged_line(tmp_path):
     results = tmp_path / "r.csv"
-    runner.run_benchmark(fake_configs("a"), results, run=fake_row, log=quiet)
+    runner.run_benchmark(fake_configs("a"), results, run=fake_run, log=quiet)
     good = results.read_bytes().splitlines()[1]
     lines = [good.replace(b"a,", b"b,", 1), b"", good + b",extra", good.replace(b",3,", b",three,", 1), b'x,"y"z',
              good.replace(b"a,", b"c,", 1) + b"\r", good.replace(b"a,", b"\xff,", 1)]
@@ -324,7 +329,7 @@ def hold_claim(path: Path) -> subprocess.Popen:
 
 def _benchmark_after(barrier, todo, results):
     barrier.wait()
-    runner.run_benchmark(todo, results, run=fake_row, log=quiet)
+    runner.run_benchmark(todo, results, run=fake_run, log=quiet)
 
 
 @pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
@@ -358,7 +363,7 @@ def test_a_claim_left_by_a_killed_process_does_not_block_a_rerun(tmp_path):
     holder.wait()
     assert lock.exists()  # the killed run left its lock file behind
     calls = []
-    assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c) or fake_row(c), log=quiet) == 0
+    assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c) or fake_run(c), log=quiet) == 0
     assert len(calls) == 1 and len(runner.read_results(results)) == 1 and not lock.exists()
 
 
@@ -371,14 +376,14 @@ def test_a_configuration_claimed_by_a_running_process_is_skipped(tmp_path, jobs,
     holder = hold_claim(runner.claim_path(results, todo[1]))
     try:
         logs = []
-        assert runner.run_benchmark(todo, results, jobs=jobs, executor=executor, run=fake_row, log=logs.append) == 0
+        assert runner.run_benchmark(todo, results, jobs=jobs, executor=executor, run=fake_run, log=logs.append) == 0
         assert sorted(r["dataset"] for r in runner.read_results(results)) == ["a", "c"]
         assert "1 configuration was skipped: another process was running it (a rerun picks up" in logs[-1]
     finally:
         holder.kill()
         holder.wait()
     logs = []
-    runner.run_benchmark(todo, results, run=fake_row, log=logs.append)  # its claim is free again
+    runner.run_benchmark(todo, results, run=fake_run, log=logs.append)  # its claim is free again
     assert sorted(r["dataset"] for r in runner.read_results(results)) == ["a", "b", "c"]
     assert "1 to run" in logs[0] and "skipped" not in logs[-1]
 
@@ -389,7 +394,7 @@ def test_claims_are_taken_as_configurations_start(tmp_path, jobs, executor):
         pytest.importorskip("dask.distributed", reason="dask[distributed] not installed (optional extra)")
     results = tmp_path / "r.csv"
     todo = fake_configs("abcde", claims=str(results.with_name("r.csv.claims")))
-    assert runner.run_benchmark(todo, results, jobs=jobs, executor=executor, run=fake_row, log=quiet) == 0
+    assert runner.run_benchmark(todo, results, jobs=jobs, executor=executor, run=fake_run, log=quiet) == 0
     held = [r["n_train"] for r in runner.read_results(results)]  # lock files present while each ran
     assert len(held) == 5 and 1 <= min(held) and max(held) <= jobs  # never the whole grid up front
 
@@ -403,7 +408,7 @@ def test_a_failed_configuration_releases_its_claim(tmp_path):
 
     assert runner.run_benchmark(todo, results, run=broken, log=quiet) == 1
     assert runner.claim_path(results, todo[0]).exists()  # no row, so the lock file stays (unheld)
-    assert runner.run_benchmark(todo, results, run=fake_row, log=quiet) == 0
+    assert runner.run_benchmark(todo, results, run=fake_run, log=quiet) == 0
     assert len(runner.read_results(results)) == 1 and not results.with_name("r.csv.claims").exists()
 
 
@@ -430,6 +435,8 @@ def test_parse_splits_refuses_malformed_text(text):
     (dict(predict_samples=2), "predict_samples must be an integer >= 3, got 2"),
     (dict(shapiro_points=True), "shapiro_points must be an integer >= 0, got True"),
     (dict(splits=[0, -1]), "splits must be an integer >= 0, got -1"),
+    (dict(snapshots=[0]), "snapshots must be an integer >= 1, got 0"),
+    (dict(snapshots=[2, 5]), "snapshots must be an integer <= 4, got 5"),
 ])
 def test_make_configs_refuses_bad_settings(setting, message):
     args = dict(datasets=["a"], pairs=[("GP", "vi")], splits=[0], iterations=5) | setting
@@ -459,6 +466,11 @@ def run_main(args, capsys):
     (["--splits", "3-1"], ["argument --splits", "got '3-1'"]),
     (["--splits=-1"], ["argument --splits", "got '-1'"]),
     (["--splits", "1-x"], ["argument --splits", "got '1-x'"]),
+    (["--snapshots", "x"], ["argument --snapshots: must be comma-separated integers >= 1", "got 'x'"]),
+    (["--snapshots", "0"], ["argument --snapshots", "got '0'"]),
+    (["--snapshots", ","], ["argument --snapshots", "got ','"]),
+    (["--snapshots", "1"], ["--snapshots must be below --iterations (1), got 1"]),
+    (["--iterations", "5", "--snapshots", "2,5,7"], ["--snapshots must be below --iterations (5), got 5,7"]),
 ])
 def test_cli_bad_benchmark_settings_are_one_line_errors(data_dir, tmp_path, capsys, bad, named):
     results = tmp_path / "r.csv"
@@ -535,14 +547,14 @@ def test_shapiro_points_0_takes_every_test_point(data_dir, monkeypatch):
     monkeypatch.setattr(metrics, "split_metrics", spy)
     config = runner.make_configs(["toya"], [("GP", "vi")], [0], iterations=2, data_dir=str(data_dir),
                                  **{**FAST, "shapiro_points": 0})[0]
-    row = runner.run_config(config)
+    (row,) = runner.run_config(config)
     assert seen == [(None, row["n_test"])] and math.isfinite(row["shapiro_median"])
     assert row["shapiro_points"] == 0  # a column of the key: never mixed with rows on 200 points
 
 
 def test_a_row_says_which_device_computed_it(data_dir, tmp_path, monkeypatch):
     config = runner.make_configs(["toya"], [("GP", "vi")], [0], iterations=2, data_dir=str(data_dir), **FAST)[0]
-    assert runner.run_config(config)["device"] == "cpu"
+    assert [row["device"] for row in runner.run_config(config)] == ["cpu"]
     import torch
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H100 80GB HBM3")
@@ -553,3 +565,69 @@ def test_a_row_says_which_device_computed_it(data_dir, tmp_path, monkeypatch):
     results.write_text(",".join(old_columns) + "\n")
     runner.prepare_results(results)
     assert results.read_text().splitlines()[0].split(",")[-1] == "device"
+
+
+# -- snapshots -----------------------------------------------------------------------------------
+def test_a_snapshot_row_is_the_row_of_a_run_with_that_budget(data_dir):
+    # minibatches straddling epochs, the learning rate's staircase and the γ warm-up all cross the budgets
+    schedule = dict(batch_size=16, decay_every=2, gamma_warmup=4, data_dir=str(data_dir), **FAST)
+    (config,) = runner.make_configs(["toya"], [("LV-GP-GP", "iw")], [1], iterations=7, snapshots=[5, 3], **schedule)
+    rows = runner.run_config(config)
+    assert [r["iterations"] for r in rows] == [3, 5, 7]
+    assert rows[0]["seconds"] <= rows[1]["seconds"] <= rows[2]["seconds"]  # the run up to each row
+    for row in rows:
+        (alone,) = runner.make_configs(["toya"], [("LV-GP-GP", "iw")], [1], iterations=row["iterations"], **schedule)
+        (expected,) = runner.run_config(alone)
+        assert runner.config_key(row) == runner.config_key(alone)
+        assert {k: row[k] for k in (*runner.METRICS, "n_train", "n_test")} == {
+            k: expected[k] for k in (*runner.METRICS, "n_train", "n_test")}  # bitwise
+    # the baselines' schedules may depend on the total: they ignore snapshots
+    (linear,) = runner.make_configs(["toya"], [("Linear", "vi")], [0], iterations=4, snapshots=[2],
+                                    data_dir=str(data_dir), **FAST)
+    assert [r["iterations"] for r in runner.run_config(linear)] == [4]
+
+
+def fake_snapshots(config: dict) -> list[dict]:
+    """:func:`fake_row` at each of the configuration's snapshots, then at its budget."""
+    return [fake_row(config | {"iterations": s}) for s in [*config["snapshots"], config["iterations"]]]
+
+
+def test_snapshot_rows_are_written_once_and_are_not_in_the_key(tmp_path):
+    results = tmp_path / "r.csv"
+    (short,) = runner.make_configs(["a"], [("GP", "vi")], [0], iterations=4, snapshots=[2])
+    assert short["snapshots"] == (2,) and "snapshots" not in runner.COLUMNS
+    assert runner.config_key(short) == runner.config_key(runner.make_configs(["a"], [("GP", "vi")], [0], 4)[0])
+    assert runner.claim_path(results, short) == runner.claim_path(results, short | {"snapshots": ()})
+    logs = []
+    assert runner.run_benchmark([short], results, run=fake_snapshots, log=logs.append) == 0
+    assert [r["iterations"] for r in runner.read_results(results)] == [2, 4]
+    assert len(logs) == 3 and "a GP vi split 0 seed 0 at 2 iterations: kde" in logs[1] and "at 4 iterations" in logs[2]
+    # a longer run with the same snapshots and more: only the rows not in the file yet are written
+    (long,) = runner.make_configs(["a"], [("GP", "vi")], [0], iterations=8, snapshots=[4, 2, 6])
+    logs = []
+    assert runner.run_benchmark([long], results, run=fake_snapshots, log=logs.append) == 0
+    assert [r["iterations"] for r in runner.read_results(results)] == [2, 4, 6, 8]
+    assert len(logs) == 3 and "at 6 iterations" in logs[1] and "at 8 iterations" in logs[2]
+    assert not results.with_name("r.csv.claims").exists()
+    calls = []
+    for again in (long, *runner.make_configs(["a"], [("GP", "vi")], [0], iterations=6)):
+        assert runner.run_benchmark([again], results, run=lambda c: calls.append(c), log=quiet) == 0
+    assert calls == []  # a snapshot row is the row of a run with its budget: found done
+
+
+def test_cli_snapshots_then_the_reports_trend(data_dir, tmp_path, capsys):
+    results = tmp_path / "r.csv"
+    args = ["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--iterations", "3",
+            "--snapshots", "2,1", "--num-inducing", "4", "--predict-samples", "10", "--shapiro-points", "3",
+            "--test-limit", "5", "--data-dir", str(data_dir), "--results", str(results)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert all(f"toya GP vi split 0 seed 0 (predict_samples=10, shapiro_points=3) at {n} iterations" in out
+               for n in (1, 2, 3))
+    rows = runner.read_results(results)
+    assert [r["iterations"] for r in rows] == [1, 2, 3]
+    assert main(["report", str(results)]) == 0
+    text = capsys.readouterr().out
+    assert "| ours − paper | trend | mixture |" in text and "over 1 runs (3 rows;" in text
+    kde = rows[2]["test_loglik_kde"] - rows[1]["test_loglik_kde"]
+    assert f"| {kde:+.2f} " in text and "(from 2) |" in text

@@ -16,8 +16,9 @@ def register(sub) -> None:
         "benchmark",
         help="run the UCI benchmark grid into a resumable results CSV",
         description="Train and evaluate every (dataset, model, method, split) not yet in --results; "
-        "one row per finished configuration, appended atomically (rerun the same command to resume). "
-        "Several runs may share one --results file: each takes the configurations the others are not running.",
+        "one row per finished configuration (and per --snapshots budget), appended atomically (rerun the same "
+        "command to resume). Several runs may share one --results file: each takes the configurations the others "
+        "are not running.",
     )
     p.add_argument("--datasets", default=",".join(DATASETS),
                    help="comma-separated names, or 'all': every NAME.csv.gz found, smallest file first "
@@ -37,6 +38,10 @@ def register(sub) -> None:
         "training iterations (one minibatch each); default: the recipe's budget, " + ", ".join(
             f"{n:,} for {r}" for r, n in RECIPE_ITERATIONS.items()))})
     add_settings(p, SGHMCConfig)
+    p.add_argument("--snapshots", type=_snapshots, default=(),
+                   help="comma-separated budgets below --iterations, e.g. 2000,5000: each run also writes the rows "
+                   "of these budgets (as runs with --iterations set to them would), to tell a gap closing with "
+                   "budget from one due to overfitting. Not for the baselines (Linear, CVAE, sghmc)")
     p.add_argument("--data-dir", default=None, help="folder of NAME.csv.gz (else $DEEPGP_DATA, else the cache)")
     p.add_argument("--device", default=None, help="torch device for training and evaluation, e.g. cuda (default: cpu)")
     p.add_argument("--jobs", type=positive_int, default=1, help="parallel processes, one torch thread each")
@@ -69,10 +74,25 @@ def _splits(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _snapshots(text: str) -> tuple[int, ...]:
+    """--snapshots as integers >= 1 (checked against --iterations once that is known)."""
+    try:
+        budgets = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        budgets = ()
+    if not budgets or min(budgets) < 1:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers >= 1 like '2000,5000', got {text!r}")
+    return budgets
+
+
 def _benchmark(args) -> int:
     from ..datasets.uci import find_uci, list_uci, search_dirs
     from .runner import make_configs, model_methods, run_benchmark
 
+    iterations = RECIPE_ITERATIONS[args.recipe] if args.iterations is None else args.iterations
+    above = [s for s in args.snapshots if s >= iterations]
+    if above:  # here, not in argparse: the default --iterations is the recipe's
+        raise ValueError(f"--snapshots must be below --iterations ({iterations}), got {','.join(map(str, above))}")
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     if datasets == ["all"]:
         datasets = sorted(list_uci(args.data_dir), key=lambda d: find_uci(d, args.data_dir).stat().st_size)
@@ -86,9 +106,8 @@ def _benchmark(args) -> int:
     settings = {**settings_of(BenchmarkConfig, vars(args)), **settings_of(ModelConfig, vars(args)),
                 **settings_of(TrainConfig, vars(args)), **settings_of(SGHMCConfig, vars(args))}
     del settings["iterations"]
-    iterations = RECIPE_ITERATIONS[args.recipe] if args.iterations is None else args.iterations
     configs = make_configs(datasets, pairs, args.splits, iterations, data_dir=args.data_dir, device=args.device,
-                           **settings)
+                           snapshots=args.snapshots, **settings)
     failed = run_benchmark(configs, args.results, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler)
     if failed:
         print(f"{failed} configuration(s) failed; rerun the same command to retry them", file=sys.stderr)

@@ -24,6 +24,10 @@ claim is released when the configuration has finished or failed, and its lock fi
 its row is in the file. The kernel releases the locks of a process that dies, so a killed run
 leaves at most stale lock files, which never block a rerun.
 
+Snapshots: a configuration carrying ``snapshots`` (budgets below its iterations) writes the rows of
+those budgets from the same training run, each exactly the row of a run with that budget and with
+its key; one already in the file is not written again.
+
 Executors: ``local`` runs configurations in this process (``jobs=1``) or in a pool of ``jobs``
 processes with one torch thread each; ``dask`` submits the same function to a Dask distributed
 scheduler (``pip install deepgp[distributed]``) and writes rows here as they complete. Either
@@ -43,6 +47,7 @@ import os
 import platform
 import re
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -145,7 +150,7 @@ def model_methods(models: Iterable[str], methods: Iterable[str]) -> list[tuple[s
 
 def make_configs(
     datasets: Iterable[str], pairs: Iterable[tuple[str, str]], splits: Iterable[int], iterations: int,
-    data_dir=None, device=None, **settings,
+    data_dir=None, device=None, snapshots: Iterable[int] = (), **settings,
 ) -> list[dict]:
     """All configurations, split-major (every dataset's first split finishes before any second).
 
@@ -158,6 +163,8 @@ def make_configs(
     records num_samples 1 (the paper's VI) and inner_sampling "-" (it has none). The optimiser's
     settings left unset are recorded as the recipe gives them (TrainConfig.resolved), so a row says
     what ran and a setting given explicitly with the recipe's value is the same configuration.
+    ``snapshots``: budgets in [1, iterations) whose rows each run also writes (:func:`run_config`);
+    carried beside the settings, not in the key, as they change no number.
     """
     from ..baselines import model_config, network_name, train_method
     from ..validation import check_device, check_positive_int
@@ -168,6 +175,7 @@ def make_configs(
         raise ValueError(f"unknown benchmark setting(s) {unknown}; the settings are the fields of BenchmarkConfig, "
                          "ModelConfig and TrainConfig but model, method and seed")
     splits = [check_positive_int("splits", s, minimum=0, maximum=MAX_SPLIT) for s in splits]
+    snapshots = tuple(sorted({check_positive_int("snapshots", s, maximum=iterations - 1) for s in snapshots}))
     settings["iterations"] = iterations
     bench = BenchmarkConfig(**settings_of(BenchmarkConfig, settings))
     SGHMCConfig(**settings_of(SGHMCConfig, settings))
@@ -182,7 +190,8 @@ def make_configs(
             for model, method in pairs:
                 config = {name: f.default for name, f in SETTINGS.items()}
                 config.update(dataclasses.asdict(bench), **settings, dataset=d, model=model, method=method,
-                              split=0 if bench.protocol == "paper" else s, seed=s, data_dir=data_dir, device=device)
+                              split=0 if bench.protocol == "paper" else s, seed=s, data_dir=data_dir, device=device,
+                              snapshots=snapshots)
                 config.update({k: v for k, v in RECIPE_VALUES[config["recipe"]].items() if config[k] is None})
                 if method != "iw" or network_name(model):  # (sghmc, a CVAE: no inner layers to sample)
                     config.update(inner_sampling="-")
@@ -214,10 +223,14 @@ def _missing(row: dict, column: str) -> str:
 
 
 # -- one configuration ---------------------------------------------------------------------------
-def run_config(config: dict) -> dict:
-    """Train and evaluate one configuration; returns its complete results row (a dict of COLUMNS).
+def run_config(config: dict) -> list[dict]:
+    """Train and evaluate one configuration; returns its results rows (dicts of COLUMNS), the last at its budget.
 
-    Runs with one torch thread: parallelism comes from running several configurations at once.
+    With ``config["snapshots"]``, training stops at each of those budgets below its iterations to
+    evaluate, then resumes from a checkpoint: the row at s is the row of the same configuration run
+    with ``iterations=s`` (fit's schedule does not depend on the total, and resumes bitwise), and its
+    ``seconds`` count the run up to it. The baselines ignore snapshots (their schedules may depend
+    on the total). Runs with one torch thread: parallelism comes from running several configurations at once.
     """
     import numpy as np
     import torch
@@ -239,21 +252,32 @@ def run_config(config: dict) -> dict:
     data = load_split(config["dataset"], config["split"], config.get("data_dir"), bench.test_limit,
                       stats="all" if bench.protocol == "paper" else "train")
     architecture = model_config(config["model"], config)
+
+    def row_at(iterations: int, model, history: np.ndarray) -> dict:
+        metrics = split_metrics(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points or None,
+                                train.seed)  # shapiro_points 0: every test point
+        bound = float(np.mean(history[-min(len(history), 50):])) if len(history) else float("nan")
+        row = {k: config[k] for k in KEY} | {"iterations": iterations}
+        row.update(metrics, bound=bound, n_train=len(data.X_train), n_test=len(data.X_test),
+                   seconds=round(time.perf_counter() - start, 2), deepgp=__version__, torch=torch.__version__,
+                   numpy=np.__version__, python=platform.python_version(), device=_device_name(model.device))
+        return row
+
     if check_pair(config["model"], config["method"]):
         model, history = fit_baseline(config["model"], config["method"], data.X_train, data.Y_train, architecture,
                                       train, SGHMCConfig(**settings_of(SGHMCConfig, config)), config.get("device"))
-    else:
-        model = DeepGP.from_config(architecture, data.X_train, data.Y_train, seed=train.seed,
-                                   device=config.get("device"))
-        history = fit(model, data.X_train, data.Y_train, config=train, progress=False)
-    metrics = split_metrics(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points or None,
-                            train.seed)  # shapiro_points 0: every test point
-    bound = float(np.mean(history[-min(len(history), 50):])) if len(history) else float("nan")
-    row = {k: config[k] for k in KEY}
-    row.update(metrics, bound=bound, n_train=len(data.X_train), n_test=len(data.X_test),
-               seconds=round(time.perf_counter() - start, 2), deepgp=__version__, torch=torch.__version__,
-               numpy=np.__version__, python=platform.python_version(), device=_device_name(model.device))
-    return row
+        return [row_at(train.iterations, model, history)]
+    model = DeepGP.from_config(architecture, data.X_train, data.Y_train, seed=train.seed, device=config.get("device"))
+    budgets = sorted({s for s in config.get("snapshots", ()) if s < train.iterations}) + [train.iterations]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="deepgp-snapshots-") as folder:
+        checkpoint = Path(folder) / "state.safetensors" if len(budgets) > 1 else None
+        for budget in budgets:
+            # saved at the end of each budget (not every 1,000 iterations): the state the next one resumes
+            history = fit(model, data.X_train, data.Y_train, config=dataclasses.replace(train, iterations=budget),
+                          progress=False, checkpoint=checkpoint, checkpoint_every=max(train.iterations, 1))
+            rows.append(row_at(budget, model, history))
+    return rows
 
 
 def _device_name(device) -> str:
@@ -551,13 +575,14 @@ def _init_worker() -> None:
 
 def run_benchmark(
     configs: list[dict], results, jobs: int = 1, executor: str = "local", scheduler: str | None = None,
-    log: Callable[[str], None] | None = None, run: Callable[[dict], dict] = run_config,
+    log: Callable[[str], None] | None = None, run: Callable[[dict], list[dict]] = run_config,
 ) -> int:
     """Run every configuration neither in ``results`` nor claimed by another process; returns the
-    number of failed ones.
+    number of failed ones. ``run`` returns a configuration's rows (:func:`run_config`).
 
-    Prints one progress line per finished row. A failing configuration is reported (with its
-    traceback) and left out of the file, so a later run retries it.
+    Prints one progress line per row written. A snapshot row already in the file is not written
+    again. A failing configuration is reported (with its traceback) and left out of the file, so a
+    later run retries it.
     """
     log = log or logging.getLogger(__name__).info
     if executor == "dask":
@@ -575,8 +600,8 @@ def run_benchmark(
     t0 = time.perf_counter()
     finished = 0
 
-    def record(config: dict, row: dict | None, err: BaseException | None) -> None:
-        """Write (or report) a finished configuration, then release its claim."""
+    def record(config: dict, rows: list[dict] | None, err: BaseException | None) -> None:
+        """Write (or report) a finished configuration's rows, then release its claim."""
         nonlocal failed, finished
         written = False
         try:
@@ -590,11 +615,16 @@ def run_benchmark(
                 if debugging():
                     traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
                 return
-            _atomic_append(results, format_row(row))
+            done = _done(results) if len(rows) > 1 else set()  # a snapshot's row may be there: from a run of its budget
+            for row in rows:
+                if row is not rows[-1] and config_key(row) in done:
+                    continue
+                _atomic_append(results, format_row(row))
+                at = f" at {row['iterations']} iterations" if len(rows) > 1 else ""
+                log(f"{prefix} {_describe(row)}{at}: kde {row['test_loglik_kde']:.3f} mixture "
+                    f"{row['test_loglik_mixture']:.3f} rmse {row['test_rmse']:.3f} W {row['shapiro_median']:.3f} "
+                    f"bound {row['bound']:.4g} ({row['seconds']:.0f}s)")
             written = True
-            log(f"{prefix} {_describe(row)}: kde {row['test_loglik_kde']:.3f} mixture "
-                f"{row['test_loglik_mixture']:.3f} rmse {row['test_rmse']:.3f} W {row['shapiro_median']:.3f} "
-                f"bound {row['bound']:.4g} ({row['seconds']:.0f}s)")
         finally:
             claims.release(config, remove=written)
 
@@ -605,11 +635,11 @@ def run_benchmark(
             _init_worker()
             for config in claims.claimed(todo):
                 try:
-                    row = run(config)
+                    rows = run(config)
                 except Exception as err:  # noqa: BLE001 — one bad configuration must not stop the grid
                     record(config, None, err)
                 else:
-                    record(config, row, None)
+                    record(config, rows, None)
         else:
             _run_pool(claims.claimed(todo), jobs, record, run)
     finally:
