@@ -10,8 +10,8 @@ from deepgp.benchmark import report, runner
 PAPER = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "table1_test_loglik.csv"
 
 
-def write_results(path, values):
-    """values: {(dataset, model, method): [kde per split]} → a results CSV."""
+def write_results(path, values, iterations=10):
+    """values: {(dataset, model, method): [kde per split]} → a results CSV (appended to one that exists)."""
     base = {k: 0 for k in runner.COLUMNS} | runner.default_settings() | dict(
         protocol="splits", iterations=10, num_inducing=8, test_limit=10,
                                                  seconds=1.0, test_loglik_mixture=0.0, test_rmse=1.0,
@@ -22,7 +22,8 @@ def write_results(path, values):
             inner = sampling[0] if sampling else ("joint" if me == "iw" else "-")
             for s, v in enumerate(vals):
                 f.write(runner.format_row(base | dict(dataset=d, model=m, method=me, split=s, seed=s,
-                                                      inner_sampling=inner, test_loglik_kde=float(v))))
+                                                      inner_sampling=inner, test_loglik_kde=float(v),
+                                                      iterations=iterations, seconds=iterations / 10)))
 
 
 def test_ranks_and_median_difference():
@@ -152,3 +153,23 @@ def test_table_1_has_the_nine_columns_italics_summary_and_coverage(tmp_path):
     assert "Datasets of the paper's table with no rows here: c." in text
     # ...and the report includes it
     assert "## Table 1: test log-likelihood" in report.write_report(results, paper=paper, shapiro=shapiro)
+
+
+def test_a_cell_with_several_budgets_shows_its_trend(tmp_path):
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0], ("yacht", "GP", "vi"): [1.0, 1.0]})
+    one_budget = report.render_report(results)
+    assert "trend" not in one_budget and "| boston | GP (VI) | 1 | 0.00 | – | – | 0.00 |" in one_budget
+    write_results(results, {("boston", "GP", "vi"): [0.03], ("yacht", "GP", "vi"): [1.0, 1.1]}, iterations=20)
+    write_results(results, {("boston", "GP", "vi"): [0.1], ("yacht", "GP", "vi"): [0.9, 1.0],
+                            ("yacht", "LV-GP", "iw"): [2.0]}, iterations=30)
+    text = report.render_report(results)
+    # the numbers at the longest budget; the trend against the budget before it, over the runs at both
+    assert "| boston | GP (VI) | 1 | 0.10 | – | – | +0.07 improving (from 20) | 0.00 |" in text
+    assert "| yacht | GP (VI) | 2 | 0.95 (0.04) | – | – | -0.10 worse (from 20) | 0.00 |" in text
+    assert "| yacht | LV-GP (IWVI) | 1 | 2.00 | – | – | – | 0.00 |" in text
+    assert "Total compute: 0.00 h over 4 runs (10 rows; a run counted once, at its longest budget)" in text
+    assert report.trends(runner.read_results(results), "test_rmse") == {
+        ("boston", "GP", "vi", ""): (20, 0.0), ("yacht", "GP", "vi", ""): (20, 0.0)}
+    assert report._trend(20, 0.01, "test_loglik_kde") == "+0.01 flat (from 20)"
+    assert report._trend(1000, -0.05, "test_rmse") == "-0.05 improving (from 1,000)"  # lower is better

@@ -4,7 +4,8 @@ Summaries follow the paper (its supplement, "Comparison of methods"): the mean a
 over splits (s.e. = std with ddof = 0 over runs / √runs, as the paper's code); average ranks computed
 for each split separately (rank 1 = lowest test log-likelihood, so higher is better, ties averaged),
 averaged over splits and then over datasets (± s.e. over datasets); and the median over datasets of
-the difference from the single-layer GP (VI).
+the difference from the single-layer GP (VI). A cell with rows at several budgets is summarised at
+its longest; the per-dataset table then shows its trend against the budget before it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from .runner import describe_lines, load_results, variant
 
 _PAPER_METHOD = {"vi": "VI", "iw": "IWVI", "sghmc": "SGHMC"}
 BASELINE = ("GP", "vi", "")
+TREND = 0.02  # a change between a cell's last two budgets within ±this is "flat"
+_LOWER_IS_BETTER = ("test_rmse",)
 
 
 def read_paper(path) -> dict[tuple[str, str, str], tuple[float, float]]:
@@ -90,6 +93,31 @@ def summarise(rows: list[dict], metric: str = "test_loglik_kde"):
     return groups
 
 
+def trends(rows: list[dict], metric: str = "test_loglik_kde") -> dict[tuple, tuple[int, float]]:
+    """For each group of :func:`summarise` with rows at more than one budget: (the budget before its
+    longest, the mean over the runs at both of ``metric`` at the longest minus at that one)."""
+    by_budget: dict[tuple, dict[int, dict]] = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        by_budget[_group(r)][r["iterations"]][(r["split"], r["seed"])] = r[metric]
+    out = {}
+    for g, values in by_budget.items():
+        if len(values) > 1:
+            previous, last = (values[b] for b in sorted(values)[-2:])
+            runs = sorted(last.keys() & previous.keys())
+            diff = float(np.mean([last[run] - previous[run] for run in runs])) if runs else float("nan")
+            out[g] = sorted(values)[-2], diff
+    return out
+
+
+def _trend(previous: int, diff: float, metric: str) -> str:
+    """"+0.05 improving (from 5,000)": the change, and whether it is better, worse or within ±TREND."""
+    if math.isnan(diff):
+        return "–"
+    better = -diff if metric in _LOWER_IS_BETTER else diff
+    word = "improving" if better > TREND else "worse" if better < -TREND else "flat"
+    return f"{diff:+.2f} {word} (from {previous:,})"
+
+
 def _mean_se(values) -> tuple[float, float]:
     v = np.asarray(list(values), dtype=float)
     # one run has no standard error (shown without one), rather than a misleading (0.00)
@@ -156,6 +184,7 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
                 if (d, *c[:2]) in paper_table}
     ours = {g: _mean_se(v.values()) for g, v in groups.items()}
     budgets = sorted({(r["iterations"], r["num_inducing"], r["protocol"], r["test_limit"]) for r in rows})
+    trend = trends(rows, metric)
 
     lines = [f"# UCI benchmark: {metric} (standardised units, higher is better)", ""]
     # the paper's table by its name: where it lies on one machine is no part of the result
@@ -167,11 +196,22 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
         one = len(loaded.damaged) == 1
         lines.append(f"- ignored {ignored} of the results file: {'not a complete row' if one else 'not complete rows'} "
                      f"(`deepgp benchmark` runs {'its configuration' if one else 'their configurations'} again)")
-    lines.append(f"- mean (s.e.) over runs; s.e. = std (ddof 0) / √runs, as the paper. Total compute: "
-                 f"{sum(r['seconds'] for r in rows) / 3600:.2f} h over {len(rows)} runs.")
-    lines += ["", "## Per dataset and model", "",
-              "| dataset | model | runs | ours | paper | ours − paper | mixture | RMSE | Shapiro W | s/run |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    if trend:
+        # a snapshot row's seconds are part of its run's longest row's: each run is counted once
+        by_budget = sorted(rows, key=lambda r: r["iterations"])
+        longest = {(*_group(r), r["split"], r["seed"]): r["seconds"] for r in by_budget}
+        lines.append(f"- mean (s.e.) over runs, at each cell's longest budget; s.e. = std (ddof 0) / √runs, as the "
+                     f"paper. Total compute: {sum(longest.values()) / 3600:.2f} h over {len(longest)} runs "
+                     f"({len(rows)} rows; a run counted once, at its longest budget).")
+        lines.append(f"- trend: ours at the cell's longest budget − at the budget before it, over the runs with both; "
+                     f"improving or worse beyond ±{TREND}, else flat.")
+    else:
+        lines.append(f"- mean (s.e.) over runs; s.e. = std (ddof 0) / √runs, as the paper. Total compute: "
+                     f"{sum(r['seconds'] for r in rows) / 3600:.2f} h over {len(rows)} runs.")
+    columns = ["dataset", "model", "runs", "ours", "paper", "ours − paper", *(["trend"] if trend else []), "mixture",
+               "RMSE", "Shapiro W", "s/run"]
+    lines += ["", "## Per dataset and model", "", "| " + " | ".join(columns) + " |",
+              "| --- | --- |" + " ---: |" * (len(columns) - 2)]
     extra = {k: summarise(rows, k) for k in ("test_loglik_mixture", "test_rmse", "shapiro_median", "seconds")}
     for d in datasets:
         for c in configs:
@@ -182,8 +222,10 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
             p = paper_of.get(g)
             diff = f"{mean - p[0]:+.2f}" if p else "–"
             ex = [np.mean(list(extra[k][g].values())) for k in extra]
-            lines.append(f"| {d} | {_label(*c)} | {len(groups[g])} | {_fmt(mean, se)} | "
-                         f"{_fmt(*p) if p else '–'} | {diff} | {ex[0]:.2f} | {ex[1]:.3f} | {ex[2]:.3f} | {ex[3]:.0f} |")
+            cells = [d, _label(*c), len(groups[g]), _fmt(mean, se), _fmt(*p) if p else "–", diff,
+                     *([_trend(*trend[g], metric) if g in trend else "–"] if trend else []),
+                     f"{ex[0]:.2f}", f"{ex[1]:.3f}", f"{ex[2]:.3f}", f"{ex[3]:.0f}"]
+            lines.append("| " + " | ".join(map(str, cells)) + " |")
 
     complete, ranks, med, paper_ranks, paper_med = summary(groups, configs, datasets, paper_table)
     lines += ["", f"## Summary over the {len(complete)} datasets with every model done", "",
