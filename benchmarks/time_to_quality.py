@@ -185,9 +185,14 @@ def run_peer(args, key: dict, out: Path) -> None:
             raise SystemExit(f"the GPflux run failed (exit status {proc.returncode})")
 
 
-def table(out: Path, metric: str, part: str) -> str:
+def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: set[int] | None = None) -> str:
     """Markdown: one line per (system, dataset, model, method, recipe, overrides), the mean over splits of
-    ``metric`` at each snapshot (the number of splits in brackets where not all lines have the same)."""
+    ``metric`` at each snapshot (the number of splits in brackets where it differs from the most
+    common count). With ``paper`` (its Table 1 file) a column with the paper's value leads, and a
+    snapshot's mean within 0.1 of it, or above, is marked ✓. ``splits``: only these splits."""
+    from deepgp.benchmark.report import read_paper
+
+    reference = read_paper(paper) if paper else {}
     cells: dict = defaultdict(lambda: defaultdict(list))
     seconds: dict = defaultdict(lambda: defaultdict(list))
     snaps: set[int] = set()
@@ -197,7 +202,7 @@ def table(out: Path, metric: str, part: str) -> str:
         except json.JSONDecodeError:
             continue
         k = rec["key"]
-        if k["part"] != part:
+        if k["part"] != part or (splits is not None and k["split"] not in splits):
             continue
         name = (k["dataset"], k["model"], k["method"].upper(), k["system"],
                 k["recipe"] if k["system"] == "deepgp" else "-",
@@ -206,13 +211,21 @@ def table(out: Path, metric: str, part: str) -> str:
         seconds[name][rec["iterations"]].append(rec["seconds"])
         snaps.add(rec["iterations"])
     cols = sorted(snaps)
-    head = ["data set", "model", "method", "system", "recipe", "settings"] + [f"{c / 1000:g}K" for c in cols]
+    counts = [len(v) for runs in cells.values() for v in runs.values()]
+    usual = max(set(counts), key=counts.count) if counts else 1
+    head = ["data set", "model", "method", "system", "recipe", "settings"] + (["paper"] if paper else [])
+    head += [f"{c / 1000:g}K" for c in cols]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for name in sorted(cells):
         row = list(name)
+        target = reference.get((name[0], name[1], name[2].lower()), (None,))[0]
+        if paper:
+            row.append("" if target is None else f"{target:.2f}")
         for c in cols:
             v = cells[name].get(c)
-            row.append("" if not v else f"{np.mean(v):.3f}" + (f" ({len(v)})" if len(v) != 1 else ""))
+            close = v and target is not None and metric in ("kde", "mixture") and np.mean(v) >= target - 0.1
+            ok = " ✓" if close else ""
+            row.append("" if not v else f"{np.mean(v):.3f}{ok}" + (f" ({len(v)})" if len(v) != usual else ""))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
@@ -238,10 +251,15 @@ def main() -> None:
     p.add_argument("--peers-python", default=os.environ.get("DEEPGP_PEERS_PYTHON", ".venv-peers/bin/python"))
     p.add_argument("--table", action="store_true", help="print the Markdown table of --out and exit")
     p.add_argument("--metric", default="mixture", choices=("mixture", "kde", "rmse", "bound", "seconds"))
+    p.add_argument("--paper", default=None, help="with --table: the paper's Table 1 CSV, shown beside each line")
+    p.add_argument("--splits", default=None, help="with --table: only these splits ('0-1' or '0,2')")
     args = p.parse_args()
     out = Path(args.out)
     if args.table:
-        sys.stdout.write(table(out, args.metric, args.part))
+        from deepgp.benchmark.runner import parse_splits
+
+        splits = set(parse_splits(args.splits)) if args.splits else None
+        sys.stdout.write(table(out, args.metric, args.part, Path(args.paper) if args.paper else None, splits))
         return
     args.snapshots = sorted({int(s) for s in args.snapshots.split(",") if s.strip()})
     overrides = {}

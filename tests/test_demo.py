@@ -25,3 +25,11 @@ def test_budget_options():
     assert config_from_args() == DemoConfig()
     assert config_from_args(quick=True) == QUICK
     assert config_from_args(quick=True, iterations=7).iterations == 7
+
+
+def test_help_states_the_budgets(capsys):
+    # the help's numbers are written out (the CLI does not import torch to print it): they must not drift
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"(default: {DemoConfig().iterations}; {QUICK.iterations} with --quick)" in help_text

@@ -95,7 +95,7 @@ def register(sub) -> None:
                        "print test log densities and write DIR/demo.png with each posterior density.")
     p.add_argument("--out", default="deepgp-demo", metavar="DIR", help="folder for demo.png and scores.json")
     p.add_argument("--iterations", type=positive_int, default=None,
-                   help="training iterations per model (default: 1500; 200 with --quick)")
+                   help="training iterations per model (default: 5000; 200 with --quick)")
     p.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated subset of the four models")
     p.add_argument("--quick", action="store_true", help="a smaller budget that runs in under a minute")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
