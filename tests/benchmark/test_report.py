@@ -173,3 +173,16 @@ def test_a_cell_with_several_budgets_shows_its_trend(tmp_path):
         ("boston", "GP", "vi", ""): (20, 0.0), ("yacht", "GP", "vi", ""): (20, 0.0)}
     assert report._trend(20, 0.01, "test_loglik_kde") == "+0.01 flat (from 20)"
     assert report._trend(1000, -0.05, "test_rmse") == "-0.05 improving (from 1,000)"  # lower is better
+
+
+def test_label_and_the_papers_sizes(tmp_path):
+    assert report.label("LV-GP", "iw") == "LV-GP (IWVI)"
+    assert report.label("GP", "vi", "float32") == "GP (VI, float32)"
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP_VI,GP_VI_se\nboston,506,13,0.02,0.00\nyacht,308,6,1.32,0.02\n")
+    assert report.read_paper_sizes(paper) == {"boston": 506, "yacht": 308}
+    (tmp_path / "no_n.csv").write_text("dataset,GP_VI\nboston,0.02\n")
+    assert report.read_paper_sizes(tmp_path / "no_n.csv") == {}
+    (tmp_path / "bad.csv").write_text("dataset,N\nboston,many\n")
+    with pytest.raises(ValueError, match="line 2"):
+        report.read_paper_sizes(tmp_path / "bad.csv")

@@ -55,11 +55,26 @@ def read_paper(path) -> dict[tuple[str, str, str], tuple[float, float]]:
     return out
 
 
+def read_paper_sizes(path) -> dict[str, int]:
+    """The size N of each data set of the paper's table (its ``N`` column): {dataset: N}; {} where the
+    table has no ``N`` column."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        if "dataset" not in (reader.fieldnames or []) or "N" not in reader.fieldnames:
+            return {}
+        try:
+            return {rec["dataset"]: int(rec["N"]) for rec in reader if rec.get("N")}
+        except ValueError as err:
+            raise ValueError(f"{path}, line {reader.line_num}: {err}") from None
+
+
 def _signed(value: float) -> str:
     return f"{value:+.2f}" if math.isfinite(value) else "–"
 
 
-def _label(model: str, method: str, extra: str = "") -> str:
+def label(model: str, method: str, extra: str = "") -> str:
+    """A column's name as the paper writes it: ``label("LV-GP", "iw")`` → "LV-GP (IWVI)"; ``extra`` (a
+    variant) goes inside the brackets."""
     return f"{model} ({_PAPER_METHOD[method]}{', ' + extra if extra else ''})"
 
 
@@ -222,14 +237,14 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
             p = paper_of.get(g)
             diff = f"{mean - p[0]:+.2f}" if p else "–"
             ex = [np.mean(list(extra[k][g].values())) for k in extra]
-            cells = [d, _label(*c), len(groups[g]), _fmt(mean, se), _fmt(*p) if p else "–", diff,
+            cells = [d, label(*c), len(groups[g]), _fmt(mean, se), _fmt(*p) if p else "–", diff,
                      *([_trend(*trend[g], metric) if g in trend else "–"] if trend else []),
                      f"{ex[0]:.2f}", f"{ex[1]:.3f}", f"{ex[2]:.3f}", f"{ex[3]:.0f}"]
             lines.append("| " + " | ".join(map(str, cells)) + " |")
 
     complete, ranks, med, paper_ranks, paper_med = summary(groups, configs, datasets, paper_table)
     lines += ["", f"## Summary over the {len(complete)} datasets with every model done", "",
-              "| | " + " | ".join(_label(*c) for c in configs) + " |",
+              "| | " + " | ".join(label(*c) for c in configs) + " |",
               "| --- |" + " ---: |" * len(configs)]
     lines.append("| median difference from GP (VI), ours | " + " | ".join(_signed(med[c]) for c in configs) + " |")
     if paper_table:
@@ -247,7 +262,7 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     for c in configs:
         if not paper_table or c[:2] != ("LV-GP-GP", "iw"):
             continue
-        lines += ["", f"## {_label(*c)} against the paper (within {tolerance} nats or better)", "",
+        lines += ["", f"## {label(*c)} against the paper (within {tolerance} nats or better)", "",
                   "| dataset | ours | paper | ours − paper | within |", "| --- | ---: | ---: | ---: | :---: |"]
         hits = total = 0
         for d in datasets:
@@ -274,7 +289,7 @@ def render_matrix(results, paper, metric: str, title: str, digits: int = 2) -> s
     ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in groups.items()}
     lines = [f"## {title}", "", f"{metric}: ours (mean over our runs, default settings) / the paper's "
              f"`{Path(paper).name}`; – where there is none.", "",
-             "| dataset | " + " | ".join(_label(*m) for m in methods) + " |",
+             "| dataset | " + " | ".join(label(*m) for m in methods) + " |",
              "| --- |" + " ---: |" * len(methods)]
     for d in datasets:
         cells = [f"{_number(ours.get((d, *m)), digits)} / {_number(paper_table.get((d, *m), (None,))[0], digits)}"
@@ -316,7 +331,7 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     configs = [(m, k, "") for m, k in CONFIGS]
     means = {g: _mean_se(v.values())[0] for g, v in groups.items()}
-    header = "| dataset | " + " | ".join(_label(*c) for c in configs) + " |"
+    header = "| dataset | " + " | ".join(label(*c) for c in configs) + " |"
     rule = "| --- |" + " ---: |" * len(configs)
     lines = ["## Table 1: test log-likelihood, ours / the paper's", "",
              f"{metric}, mean over our runs at the default settings / the paper's Table 1. *Italics*: median "
