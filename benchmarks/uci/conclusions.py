@@ -403,25 +403,34 @@ def _sizes_known(ev: Evidence, universe: list[str], small: bool) -> list[str]:
     return [d for d in universe if d in ev.n and (ev.n[d] < SMALL) == small]
 
 
+def _pairs(v: Verdict, datasets: list[str], value, first: tuple, second: tuple, holds, row) -> int:
+    """For each data set with both ``value(d, first)`` and ``value(d, second)``: record it in ``v`` with its
+    table line ``row(d, a, b, ok)``, ok = ``holds(a, b)``; returns on how many it holds."""
+    hits = 0
+    for d in datasets:
+        a, b = value(d, first), value(d, second)
+        if a is None or b is None:
+            continue
+        ok = holds(a, b)
+        hits += ok
+        v.datasets.append(d)
+        v.cells |= {(d, *first), (d, *second)}
+        v.lines.append(row(d, a, b, ok))
+    return hits
+
+
 def criterion5_small(ev: Evidence, universe: list[str]) -> Verdict:
     """CVAE overfits on the small sets: on each data set with N < 1,000, ours(CVAE-50) < ours(Linear).
     Reproduced: on every such data set measured; partly: on at least half."""
     v = Verdict("5. sub-claim: CVAE-50 below Linear where N < 1,000", NONE)
     head = ["data set", "N", "CVAE-50", "Linear", "CVAE-50 − Linear", "below"]
     v.lines = [_row(*head), _rule(len(head))]
-    hits = 0
-    for d in _sizes_known(ev, universe, small=True):
-        a, b = ev.mean(d, CVAE), ev.mean(d, LINEAR)
-        if a is None or b is None:
-            continue
-        ok = above(b, a)
-        hits += ok
-        v.datasets.append(d)
-        v.cells |= {(d, *CVAE), (d, *LINEAR)}
-        v.lines.append(_row(d, f"{ev.n[d]:,}", f"{a:.2f}", f"{b:.2f}", f"{a - b:+.2f}", _yes(ok)))
+    small = _sizes_known(ev, universe, small=True)
+    hits = _pairs(v, small, ev.mean, CVAE, LINEAR, lambda a, b: above(b, a), lambda d, a, b, ok: _row(
+        d, f"{ev.n[d]:,}", f"{a:.2f}", f"{b:.2f}", f"{a - b:+.2f}", _yes(ok)))
     v.lines += ["", "N: training + test points. Reproduced: below on every data set measured; partly: on at least "
                 "half."]
-    return _subclaim(v, hits, len(_sizes_known(ev, universe, True)), "small data sets (N < 1,000)",
+    return _subclaim(v, hits, len(small), "small data sets (N < 1,000)",
                      "CVAE-50 (VI) and Linear on a data set with N < 1,000")
 
 
@@ -432,19 +441,12 @@ def criterion5_large(ev: Evidence, universe: list[str]) -> Verdict:
     v = Verdict("5. sub-claim: CVAE-50 does not beat LV-GP-GP-GP (IW) where N ≥ 1,000", NONE)
     head = ["data set", "N", "CVAE-50", "LV-GP-GP-GP (IWVI)", "LV-GP-GP-GP − CVAE-50", "not beaten"]
     v.lines = [_row(*head), _rule(len(head))]
-    hits = 0
-    for d in _sizes_known(ev, universe, small=False):
-        a, b = ev.mean(d, CVAE), ev.mean(d, LV3_IW)
-        if a is None or b is None:
-            continue
-        ok = at_least(b, a - EQUAL)
-        hits += ok
-        v.datasets.append(d)
-        v.cells |= {(d, *CVAE), (d, *LV3_IW)}
-        v.lines.append(_row(d, f"{ev.n[d]:,}", f"{a:.2f}", f"{b:.2f}", _diff(b - a), _yes(ok)))
+    large = _sizes_known(ev, universe, small=False)
+    hits = _pairs(v, large, ev.mean, CVAE, LV3_IW, lambda a, b: at_least(b, a - EQUAL), lambda d, a, b, ok: _row(
+        d, f"{ev.n[d]:,}", f"{a:.2f}", f"{b:.2f}", _diff(b - a), _yes(ok)))
     v.lines += ["", f"Not beaten: LV-GP-GP-GP (IW) at least CVAE-50 − {EQUAL} (equal or better). Reproduced: on every "
                 "data set measured; partly: on at least half."]
-    return _subclaim(v, hits, len(_sizes_known(ev, universe, False)), "larger data sets (N ≥ 1,000)",
+    return _subclaim(v, hits, len(large), "larger data sets (N ≥ 1,000)",
                      "CVAE-50 (VI) and LV-GP-GP-GP (IWVI) on a data set with N ≥ 1,000")
 
 
@@ -454,16 +456,8 @@ def criterion5_marginals(ev: Evidence, universe: list[str]) -> Verdict:
     v = Verdict("5. sub-claim: CVAE-50's W above LV-GP-GP-GP (IW)'s on most data sets", NONE)
     head = ["data set", "W of CVAE-50", "W of LV-GP-GP-GP (IWVI)", "CVAE-50 above"]
     v.lines = [_row(*head), _rule(len(head))]
-    hits = 0
-    for d in universe:
-        a, b = ev.shapiro(d, CVAE), ev.shapiro(d, LV3_IW)
-        if a is None or b is None:
-            continue
-        ok = above(a, b)
-        hits += ok
-        v.datasets.append(d)
-        v.cells |= {(d, *CVAE), (d, *LV3_IW)}
-        v.lines.append(_row(d, f"{a:.4f}", f"{b:.4f}", _yes(ok)))
+    hits = _pairs(v, universe, ev.shapiro, CVAE, LV3_IW, above,
+                  lambda d, a, b, ok: _row(d, f"{a:.4f}", f"{b:.4f}", _yes(ok)))
     v.lines += ["", "Above: strictly (a tie is not above). Reproduced: on more than half of the data sets measured; "
                 "partly: on half."]
     v = _subclaim(v, hits, len(universe), "data sets", "the W of CVAE-50 (VI) and of LV-GP-GP-GP (IWVI) on a data set")
