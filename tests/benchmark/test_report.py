@@ -46,7 +46,9 @@ def test_report_against_a_paper_table(tmp_path):
     text = report.render_report(results, paper)
     assert "| boston | GP (VI) | 2 | 0.10 (0.07) | 0.02 (0.00) | +0.08 |" in text
     assert "| boston | LV-GP-GP (IWVI) | 2 | 0.10 (0.00) | 0.14 (0.00) | -0.04 |" in text
-    assert "Within 0.1 nats of the paper or better on 2 of 2 datasets." in text
+    assert "LV-GP-GP (IWVI): within 0.1 nats of the paper or better on 2 of 2 datasets." in text
+    assert "| boston | +0.08 ✓ | -0.04 ✓ |" in text and "| yacht | -0.32 ✗ | +0.29 ✓ |" in text
+    assert "| **within** | 1 of 2 | 2 of 2 |" in text
     assert "| median difference from GP (VI), ours | +0.00 | +0.50 |" in text
 
 
@@ -68,8 +70,26 @@ def test_variants_are_reported_apart_and_against_the_same_paper_value(tmp_path):
     text = report.render_report(results, paper)
     assert "| boston | LV-GP-GP (IWVI) | 1 | -0.10 | 0.14 (0.00) | -0.24 |" in text
     assert "| boston | LV-GP-GP (IWVI, independent inner draws) | 1 | 0.10 | 0.14 (0.00) | -0.04 |" in text
-    assert "## LV-GP-GP (IWVI, independent inner draws) against the paper" in text
-    assert text.count("Within 0.1 nats of the paper or better on") == 2
+    assert "| boston | -0.02 ✓ | -0.24 ✗ | -0.04 ✓ |" in text  # one column each, the same paper value
+    assert text.count("within 0.1 nats of the paper or better on") == 2
+
+
+def test_a_gap_to_the_paper_is_labelled_by_its_trend(tmp_path):
+    """Short of the paper by more than the tolerance: budget if still improving between the last two
+    budgets, overfitting if getting worse, flat if neither (±0.02); no label with one budget."""
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP_VI,GP_VI_se,LV-GP-GP_IWVI,LV-GP-GP_IWVI_se\n"
+                     "a,1,1,1.0,0.0,1.0,0.0\nb,1,1,1.0,0.0,1.0,0.0\nc,1,1,1.0,0.0,1.0,0.0\n")
+    results = tmp_path / "r.csv"
+    write_results(results, {("a", "GP", "vi"): [0.0], ("b", "GP", "vi"): [0.5], ("c", "GP", "vi"): [0.8]},
+                  iterations=5)
+    write_results(results, {("a", "GP", "vi"): [0.5], ("b", "GP", "vi"): [0.3], ("c", "GP", "vi"): [0.81]})
+    write_results(results, {("a", "LV-GP-GP", "iw"): [0.0], ("b", "LV-GP-GP", "iw"): [0.95]})
+    text = report.render_report(results, paper)
+    assert "| a | -0.50 ✗ budget | -1.00 ✗ |" in text
+    assert "| b | -0.70 ✗ overfitting | -0.05 ✓ |" in text
+    assert "| c | -0.19 ✗ flat | – |" in text
+    assert "| **within** | 0 of 3 | 1 of 2 |" in text
 
 
 def test_the_papers_median_difference_needs_no_gp_rows_of_ours(tmp_path):
@@ -186,3 +206,24 @@ def test_label_and_the_papers_sizes(tmp_path):
     (tmp_path / "bad.csv").write_text("dataset,N\nboston,many\n")
     with pytest.raises(ValueError, match="line 2"):
         report.read_paper_sizes(tmp_path / "bad.csv")
+
+
+def test_a_file_measured_several_ways_reports_each_apart(tmp_path):
+    """Predictive draws and Shapiro-Wilk points: named once where the whole file shares them (and its rows
+    count as the defaults in Table 1); rows measured another way are reported apart, out of Table 1."""
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0]})
+    row = runner.load_results(results).rows[0]
+    with open(results, "a") as f:  # the same run measured on every test point
+        f.write(runner.format_row(row | dict(shapiro_points=0, test_loglik_kde=1.0)))
+    text = report.render_report(results)
+    assert "| boston | GP (VI) | 1 | 0.00 |" in text and "| boston | GP (VI, shapiro_points=0) | 1 | 1.00 |" in text
+    assert "Shapiro-Wilk on every test point" in text and "Shapiro-Wilk on the first 200 test points" in text
+    assert "| boston | 0.00 / – |" in report.render_table1(results)
+
+    one_way = tmp_path / "one.csv"
+    runner.prepare_results(one_way)
+    with open(one_way, "a") as f:
+        f.write(runner.format_row(row | dict(shapiro_points=0, test_loglik_kde=0.5)))
+    assert "| boston | GP (VI) | 1 | 0.50 |" in report.render_report(one_way)
+    assert "| boston | 0.50 / – |" in report.render_table1(one_way)

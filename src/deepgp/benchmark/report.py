@@ -19,7 +19,7 @@ import numpy as np
 import scipy.stats
 
 from ..storage import write_bytes
-from .runner import describe_lines, load_results, variant
+from .runner import EVALUATION, describe_lines, load_results, variant
 
 _PAPER_METHOD = {"vi": "VI", "iw": "IWVI", "sghmc": "SGHMC"}
 BASELINE = ("GP", "vi", "")
@@ -86,8 +86,14 @@ def _fmt(mean: float, se: float | None = None) -> str:
     return f"{mean:.2f}" if se is None or not math.isfinite(se) else f"{mean:.2f} ({se:.2f})"
 
 
-def _group(r: dict) -> tuple[str, str, str, str]:
-    return r["dataset"], r["model"], r["method"], variant(r)
+def _group(r: dict, evaluation: bool) -> tuple[str, str, str, str]:
+    return r["dataset"], r["model"], r["method"], variant(r, evaluation)
+
+
+def mixed_evaluation(rows: list[dict]) -> bool:
+    """Whether ``rows`` were measured in more than one way (:data:`~deepgp.benchmark.runner.EVALUATION`):
+    only then do those settings tell groups apart; one way is named once, beside the budget."""
+    return len({tuple(r[k] for k in EVALUATION) for r in rows}) > 1
 
 
 def summarise(rows: list[dict], metric: str = "test_loglik_kde"):
@@ -96,13 +102,14 @@ def summarise(rows: list[dict], metric: str = "test_loglik_kde"):
 
     Returns ``{(dataset, model, method, variant): {run_id: value}}`` where run_id = (split, seed).
     """
+    apart = mixed_evaluation(rows)
     budget: dict[tuple, int] = defaultdict(int)
     for r in rows:
-        g = _group(r)
+        g = _group(r, apart)
         budget[g] = max(budget[g], r["iterations"])
     groups: dict[tuple, dict] = defaultdict(dict)
     for r in rows:
-        g = _group(r)
+        g = _group(r, apart)
         if r["iterations"] == budget[g]:
             groups[g][(r["split"], r["seed"])] = r[metric]
     return groups
@@ -111,9 +118,10 @@ def summarise(rows: list[dict], metric: str = "test_loglik_kde"):
 def trends(rows: list[dict], metric: str = "test_loglik_kde") -> dict[tuple, tuple[int, float]]:
     """For each group of :func:`summarise` with rows at more than one budget: (the budget before its
     longest, the mean over the runs at both of ``metric`` at the longest minus at that one)."""
+    apart = mixed_evaluation(rows)
     by_budget: dict[tuple, dict[int, dict]] = defaultdict(lambda: defaultdict(dict))
     for r in rows:
-        by_budget[_group(r)][r["iterations"]][(r["split"], r["seed"])] = r[metric]
+        by_budget[_group(r, apart)][r["iterations"]][(r["split"], r["seed"])] = r[metric]
     out = {}
     for g, values in by_budget.items():
         if len(values) > 1:
@@ -182,6 +190,46 @@ def summary(groups: dict, configs: list[tuple], datasets: list[str], paper_table
     return complete, ranks, med, paper_ranks, median_difference(paper, configs, paper_complete)
 
 
+GAP_CAUSES = {"improving": "budget", "worse": "overfitting", "flat": "flat"}
+
+
+def against_paper(groups: dict, trend: dict, paper_of: dict, configs: list[tuple], datasets: list[str], metric: str,
+                  tolerance: float) -> list[str]:
+    """The report's section "against the paper": per dataset and config, ours − paper and whether it is
+    within ``tolerance`` nats or better; a gap is labelled by the cell's trend (:func:`trends`) as
+    budget (still improving), overfitting (getting worse) or flat (neither)."""
+    shown = [c for c in configs if any((d, *c) in groups and (d, *c) in paper_of for d in datasets)]
+    if not shown:
+        return []
+    lines = ["", f"## Against the paper (within {tolerance} nats or better)", "",
+             "Each cell: ours − paper, ✓ where within the tolerance or better. A gap is labelled by the cell's trend "
+             "between its last two budgets: **budget** (still improving), **overfitting** (getting worse), **flat** "
+             "(neither: the model, recipe or protocol, not the budget); unlabelled where the cell ran one budget.", "",
+             "| dataset | " + " | ".join(label(*c) for c in shown) + " |", "| --- |" + " ---: |" * len(shown)]
+    hits = dict.fromkeys(shown, 0)
+    totals = dict.fromkeys(shown, 0)
+    for d in datasets:
+        cells = []
+        for c in shown:
+            g = (d, *c)
+            if g not in groups or g not in paper_of:
+                cells.append("–")
+                continue
+            diff = _mean_se(groups[g].values())[0] - paper_of[g][0]
+            ok = (-diff if metric in _LOWER_IS_BETTER else diff) >= -tolerance
+            hits[c], totals[c] = hits[c] + ok, totals[c] + 1
+            cause = ""
+            if not ok and g in trend and not math.isnan(trend[g][1]):
+                cause = " " + GAP_CAUSES[_trend(*trend[g], metric).split()[1]]
+            cells.append(f"{diff:+.2f} {'✓' if ok else '✗'}{cause}")
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    lines.append("| **within** | " + " | ".join(f"{hits[c]} of {totals[c]}" for c in shown) + " |")
+    lines.append("")
+    lines += [f"{label(*c)}: within {tolerance} nats of the paper or better on {hits[c]} of {totals[c]} datasets."
+              for c in shown if c[:2] == ("LV-GP-GP", "iw")]
+    return lines
+
+
 def render_report(results, paper=None, metric: str = "test_loglik_kde", tolerance: float = 0.1) -> str:
     """The Markdown report of ``results`` (a results CSV), beside ``paper`` (the paper's Table 1 CSV)."""
     loaded = load_results(results)
@@ -192,21 +240,25 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     groups = summarise(rows, metric)
     paper_table = read_paper(paper) if paper else {}
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-    configs = list(dict.fromkeys(_group(r)[1:] for r in rows))  # (model, method, variant)
+    apart = mixed_evaluation(rows)
+    configs = list(dict.fromkeys(_group(r, apart)[1:] for r in rows))  # (model, method, variant)
     # the paper's value for a config: its (model, method), whatever our variant of it
     # (and for the GP (VI) baseline, which the paper's median differences need even if we did not run it)
     paper_of = {(d, *c): paper_table[(d, *c[:2])] for d in datasets for c in [*configs, BASELINE]
                 if (d, *c[:2]) in paper_table}
     ours = {g: _mean_se(v.values()) for g, v in groups.items()}
-    budgets = sorted({(r["iterations"], r["num_inducing"], r["protocol"], r["test_limit"]) for r in rows})
+    budgets = sorted({(r["iterations"], r["num_inducing"], r["protocol"], r["test_limit"], r["predict_samples"],
+                       r["shapiro_points"]) for r in rows})
     trend = trends(rows, metric)
 
     lines = [f"# UCI benchmark: {metric} (standardised units, higher is better)", ""]
     # the paper's table by its name: where it lies on one machine is no part of the result
     lines.append(f"Results: `{results}` ({len(rows)} rows). Paper: `{Path(paper).name}`." if paper
                  else f"Results: `{results}`.")
-    for it, m, protocol, limit in budgets:
-        lines.append(f"- budget: {it} iterations, {m} inducing points, protocol `{protocol}`, test limit {limit}")
+    for it, m, protocol, limit, draws, shapiro in budgets:
+        shapiro = f"the first {shapiro} test points" if shapiro else "every test point"
+        lines.append(f"- budget: {it} iterations, {m} inducing points, protocol `{protocol}`, test limit {limit}, "
+                     f"{draws} predictive draws, Shapiro-Wilk on {shapiro}")
     if ignored:
         one = len(loaded.damaged) == 1
         lines.append(f"- ignored {ignored} of the results file: {'not a complete row' if one else 'not complete rows'} "
@@ -214,7 +266,7 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     if trend:
         # a snapshot row's seconds are part of its run's longest row's: each run is counted once
         by_budget = sorted(rows, key=lambda r: r["iterations"])
-        longest = {(*_group(r), r["split"], r["seed"]): r["seconds"] for r in by_budget}
+        longest = {(*_group(r, apart), r["split"], r["seed"]): r["seconds"] for r in by_budget}
         lines.append(f"- mean (s.e.) over runs, at each cell's longest budget; s.e. = std (ddof 0) / √runs, as the "
                      f"paper. Total compute: {sum(longest.values()) / 3600:.2f} h over {len(longest)} runs "
                      f"({len(rows)} rows; a run counted once, at its longest budget).")
@@ -259,29 +311,22 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
                  "computed per split and averaged (paper's convention); the paper's ranks here come from its "
                  "published means on the same datasets and models.")
 
-    for c in configs:
-        if not paper_table or c[:2] != ("LV-GP-GP", "iw"):
-            continue
-        lines += ["", f"## {label(*c)} against the paper (within {tolerance} nats or better)", "",
-                  "| dataset | ours | paper | ours − paper | within |", "| --- | ---: | ---: | ---: | :---: |"]
-        hits = total = 0
-        for d in datasets:
-            g = (d, *c)
-            if g in groups and g in paper_of:
-                diff = ours[g][0] - paper_of[g][0]
-                ok = diff >= -tolerance
-                hits, total = hits + ok, total + 1
-                lines.append(f"| {d} | {_fmt(*ours[g])} | {_fmt(*paper_of[g])} | {diff:+.2f} | "
-                             f"{'yes' if ok else 'no'} |")
-        lines += ["", f"Within {tolerance} nats of the paper or better on {hits} of {total} datasets."]
+    if paper_table:
+        lines += against_paper(groups, trend, paper_of, configs, datasets, metric, tolerance)
     return "\n".join(lines) + "\n"
+
+
+def _default_rows(rows: list[dict]) -> list[dict]:
+    """The rows at the default settings (measured in any one way, or the default way where several)."""
+    apart = mixed_evaluation(rows)
+    return [r for r in rows if not variant(r, apart)]
 
 
 def render_matrix(results, paper, metric: str, title: str, digits: int = 2) -> str:
     """A Markdown table of ``metric`` (mean over our runs at the default settings) beside the paper's
     ``paper`` table (Table S1: test log density; Table S2: the Shapiro-Wilk W): one row per dataset of
     ``results``, one column per method of the paper (then any method of ours it lacks), "ours / paper"."""
-    rows = [r for r in load_results(results).rows if not variant(r)]
+    rows = _default_rows(load_results(results).rows)
     groups = summarise(rows, metric)
     paper_table = read_paper(paper)
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
@@ -322,7 +367,7 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     iterations behind every cell, "–" where a cell has no rows."""
     from .runner import CONFIGS
 
-    rows = [r for r in load_results(results).rows if not variant(r)]
+    rows = _default_rows(load_results(results).rows)
     groups = summarise(rows, metric)
     w_ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in summarise(rows, "shapiro_median").items()}
     budget = {g[:3]: max(v.values()) for g, v in summarise(rows, "iterations").items()}

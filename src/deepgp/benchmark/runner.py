@@ -542,20 +542,25 @@ class _Claims:
 
 
 # -- running -------------------------------------------------------------------------------------
-def variant(row: dict) -> str:
+def variant(row: dict, evaluation: bool = True) -> str:
     """The row's non-default settings in words ("" for the defaults): what tells two rows of one
-    (dataset, model, method) apart in the report."""
+    (dataset, model, method) apart in the report. ``evaluation=False`` leaves out how the model was
+    measured (:data:`EVALUATION`: the report names those beside the budget) and keeps what it is."""
     parts = ["independent inner draws"] if row.get("inner_sampling") == "independent" else []
     if row.get("dtype", "float64") != "float64":
         parts.append(row["dtype"])
     recipe = RECIPE_VALUES.get(row.get("recipe"), {})
+    skip = _SHOWN_ELSEWHERE if evaluation else _SHOWN_ELSEWHERE | set(EVALUATION)
     for name, f in SETTINGS.items():
         usual = recipe.get(name, f.default)  # (an optimiser setting: the row's recipe's value)
-        if name not in _SHOWN_ELSEWHERE and _text(row.get(name, usual)) != _text(usual):
+        if name not in skip and _text(row.get(name, usual)) != _text(usual):
             parts.append(f"{name}={_text(row[name])}")
     return ", ".join(parts)
 
 
+# settings that change how a model is measured, not the model: predictive draws per test point and
+# the test points of the Shapiro-Wilk test
+EVALUATION = ("predict_samples", "shapiro_points")
 # settings the report shows elsewhere: in the group's name, its budget lines and its runs (or above)
 _SHOWN_ELSEWHERE = {"model", "method", "seed", "iterations", "num_inducing", "test_limit", "protocol", "num_samples",
                     "inner_sampling", "dtype"}
