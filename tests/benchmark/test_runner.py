@@ -512,7 +512,7 @@ def test_cli_report_of_a_file_without_results_is_a_one_line_error(tmp_path, caps
     assert err.startswith("deepgp report: error: ") and says in err and "x.csv" in err
 
 
-def test_the_default_grid_is_table_1_and_all_means_every_data_set_found(data_dir, tmp_path, monkeypatch):
+def test_the_default_grid_is_table_s1_and_all_means_every_data_set_found(data_dir, tmp_path, monkeypatch):
     seen = {}
 
     def record(configs, results, **kwargs):
@@ -523,8 +523,12 @@ def test_the_default_grid_is_table_1_and_all_means_every_data_set_found(data_dir
     assert main(["benchmark", "--datasets", "all", "--splits", "0", "--data-dir", str(data_dir),
                  "--results", str(tmp_path / "r.csv")]) == 0
     columns = {(c["model"], c["method"]) for c in seen["configs"]}
-    assert columns == set(runner.CONFIGS) and len(columns) == 9  # the nine columns of the paper's Table 1
+    # the paper's Table S1: the nine columns of its Table 1, then its six baselines
+    assert columns == set(runner.CONFIGS) | set(runner.BASELINES) and len(columns) == 15
     assert {"GP-GP-GP", "LV-GP-GP-GP"} <= {model for model, _ in columns}
+    assert {("Linear", "vi"), ("CVAE-100-100", "vi"), ("GP-GP-GP", "sghmc")} <= columns
+    configs = [(c["model"], c["method"]) for c in seen["configs"]]
+    assert configs[:15] == [*runner.CONFIGS, *runner.BASELINES]  # per data set, the deep GPs first
     # every data set in the folder, the smallest file first
     order = list(dict.fromkeys(c["dataset"] for c in seen["configs"]))
     assert order == sorted(["toya", "toyb"], key=lambda d: (data_dir / f"{d}.csv.gz").stat().st_size)

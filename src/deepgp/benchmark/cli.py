@@ -10,7 +10,7 @@ from ..config import RECIPE_ITERATIONS, BenchmarkConfig, ModelConfig, SGHMCConfi
 
 
 def register(sub) -> None:
-    from .runner import CONFIGS, DATASETS, METRICS
+    from .runner import BASELINES, CONFIGS, DATASETS, METRICS
 
     p = sub.add_parser(
         "benchmark",
@@ -23,10 +23,11 @@ def register(sub) -> None:
     p.add_argument("--datasets", default=",".join(DATASETS),
                    help="comma-separated names, or 'all': every NAME.csv.gz found, smallest file first "
                    "(default: the 10 most used in the paper's Table 1)")
-    p.add_argument("--models", default=",".join(f"{model}:{method}" for model, method in CONFIGS),
+    p.add_argument("--models", default=",".join(f"{model}:{method}" for model, method in CONFIGS + BASELINES),
                    help="comma-separated specs; MODEL:METHOD fixes the method, a bare MODEL is crossed with --methods "
-                   "(iw skipped for models without LV). Default: the nine columns of the paper's Table 1. Baselines: "
-                   "Linear, CVAE-50, CVAE-100-100 (any widths; vi or iw), GP:sghmc, GP-GP:sghmc, GP-GP-GP:sghmc")
+                   "(iw skipped for models without LV). Default: the paper's Table S1, i.e. the nine columns of its "
+                   "Table 1 and the baselines Linear, CVAE-50, CVAE-100-100 (any widths; vi or iw), GP:sghmc, "
+                   "GP-GP:sghmc, GP-GP-GP:sghmc")
     p.add_argument("--methods", default="vi,iw", help="methods for bare models (default vi,iw)")
     p.add_argument("--splits", type=_splits, default="0-4",
                    help="'0-4' or '0,2' (with --protocol paper: the seeds on split 0)")

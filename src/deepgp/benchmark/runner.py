@@ -75,6 +75,9 @@ CONFIGS = (
     ("GP", "vi"), ("GP-GP", "vi"), ("GP-GP-GP", "vi"), ("LV-GP", "vi"), ("LV-GP", "iw"), ("LV-GP-GP", "vi"),
     ("LV-GP-GP", "iw"), ("LV-GP-GP-GP", "vi"), ("LV-GP-GP-GP", "iw"),
 )
+# the baselines of the paper's Table S1 (deepgp.baselines): a linear-Gaussian CVAE, two CVAEs, SGHMC deep GPs
+BASELINES = (("Linear", "vi"), ("CVAE-50", "vi"), ("CVAE-100-100", "vi"),
+             ("GP", "sghmc"), ("GP-GP", "sghmc"), ("GP-GP-GP", "sghmc"))
 # `deepgp benchmark`'s default budget: the default recipe's (fit's is TrainConfig's); --recipe paper: the paper's
 BENCHMARK_ITERATIONS = RECIPE_ITERATIONS[TrainConfig.recipe]
 # every setting that changes a number is a column of the row's key, generated from the declarations
