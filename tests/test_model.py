@@ -53,6 +53,46 @@ def test_dimension_bookkeeping_follows_the_paper():
     assert float(gp1.q_sqrt.detach().diagonal(dim1=-2, dim2=-1).max()) == pytest.approx(1e-5)
 
 
+@pytest.mark.parametrize("spec", ["GP-GP-GP", "LV-GP-GP", "GP-LV-GP"])
+def test_hidden_width_inner_layers_are_gpfluxs_architecture(spec):
+    """inner_width="hidden": each inner layer outputs its hidden_dim values over a fixed linear mean,
+    the PCA directions W in the first layer (zero rows for latent inputs), the identity after; the
+    later layers' inducing inputs are the first layer's pushed through W."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((300, 4)) @ rng.standard_normal((4, 4)), rng.standard_normal((300, 1))
+    model = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=32, hidden_dim=3, inner_width="hidden")
+    gps = [layer for layer in model.layers if isinstance(layer, GPLayer)]
+    latent = [isinstance(layer, LatentVariableLayer) for layer in model.layers]
+    first, second = gps[0], gps[1]
+    assert first.input_dim == 4 + latent[0] and first.output_dim == 3 and first.W is None
+    assert second.input_dim == 3 + ("LV" in spec[1:]) and model.input_dim == 4
+    W = first.P[:4]
+    torch.testing.assert_close(W.T @ W, torch.eye(3, dtype=torch.float64))  # orthonormal PCA directions
+    assert torch.all(first.P[4:] == 0)
+    if second.P is not None:  # (GP-GP-GP's middle layer: the identity mean)
+        torch.testing.assert_close(second.P, torch.eye(3, dtype=torch.float64))
+    torch.testing.assert_close(second.Z[:, :3], first.Z[:, :4] @ W)
+    H = torch.from_numpy(x[:6, None, :])
+    if latent[0]:
+        H = torch.cat([H, torch.zeros(6, 1, 1, dtype=torch.float64)], -1)
+    g = first.sample(H)
+    torch.testing.assert_close(first.project(H, g), H @ first.P + g)
+    for method in ("vi", "iw"):
+        assert torch.isfinite(model.elbo(x[:20], y[:20], method=method, num_samples=3))
+
+
+def test_the_default_architecture_is_the_papers():
+    """inner_width's default leaves the [W, I] layers and their random draws as they were."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((100, 4)), rng.standard_normal((100, 1))
+    a = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=16)
+    b = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=16, inner_width="input")
+    assert a.layers[1].P is None and a.layers[1].W is not None
+    assert "layers.1.P" not in a.state_dict()
+    for (n, p), (_, q) in zip(a.state_dict().items(), b.state_dict().items()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0, msg=n)
+
+
 def test_small_data_uses_the_data_as_inducing_inputs():
     x, y = np.arange(10.0).reshape(5, 2), np.arange(5.0)
     model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=128)
@@ -80,8 +120,9 @@ def test_construction_is_reproducible_under_seed(data):
 
 def test_save_load_round_trip(tmp_path, data):
     x, y = data
-    for spec, M in [("LV-GP-GP", 16), ("GP", 500)]:  # k-means inducing inputs, and the data itself (N < M)
-        model = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=M)
+    for spec, M, width in [("LV-GP-GP", 16, "input"), ("GP", 500, "input"), ("GP-LV-GP", 16, "hidden")]:
+        # (k-means inducing inputs, the data itself as N < M, inner layers with linear means)
+        model = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=M, inner_width=width)
         deepgp.fit(model, x, y, "iw", 2, iterations=3, progress=False)
         model.save(tmp_path / "m.pt")
         loaded = deepgp.DeepGP.load(tmp_path / "m.pt")

@@ -18,6 +18,7 @@ DTYPE_NAMES = ("float64", "float32")
 METHODS = ("vi", "iw")
 INNER_SAMPLING = ("joint", "independent")
 ENCODER_STDS = ("softplus", "exp")
+INNER_WIDTHS = ("input", "hidden")
 RECIPES = ("fast", "paper")
 NOISE_FLOOR = 1e-6  # (params.FLOOR: a noise variance must exceed it)
 
@@ -74,6 +75,10 @@ class ModelConfig:
                                      "(GP, GP-GP, LV-GP, LV-GP-GP, GP-LV-GP, ...)")
     num_inducing: int = setting(128, "M, inducing points per GP layer (at most the number of distinct inputs)")
     hidden_dim: int = setting(5, "GPs in each inner GP layer (their outputs map back to the data's dimension)")
+    inner_width: str = setting("input", "what an inner GP layer outputs: 'input', the paper's, D values (its input's "
+                                        "first D plus the hidden_dim GPs through the fixed PCA directions W: H[:D] + g "
+                                        "Wᵀ); 'hidden', GPflux's, hidden_dim values (a fixed linear mean plus the GPs: "
+                                        "H P + g, P = W in the first layer, the identity after)", choices=INNER_WIDTHS)
     latent_dim: int = setting(1, "dimension of the latent variable w_n of each LV layer")
     kernel: str = setting("rbf", "the GP layers' kernel", choices=KERNEL_NAMES)
     likelihood_variance: float = setting(0.01, "initial noise variance σ² of the Gaussian likelihood")

@@ -154,8 +154,9 @@ class DeepGP(nn.Module):
         """The architecture of ``config`` for D = ``input_dim`` inputs and D_y = ``output_dim`` outputs,
         with placeholder inducing inputs and projection (zeros): :meth:`initialise` or a state dict next.
 
-        Inner GP layers have ``hidden_dim`` GPs and output D dimensions through the fixed [W, I] map;
-        each LV layer adds ``latent_dim`` coordinates to the next layer's input.
+        Inner GP layers have ``hidden_dim`` GPs and output D dimensions through the fixed [W, I] map
+        (``inner_width="input"``) or their ``hidden_dim`` values over a fixed linear mean
+        (``"hidden"``); each LV layer adds ``latent_dim`` coordinates to the next layer's input.
         """
         tokens, D, D_y, M = parse_spec(config.model), int(input_dim), int(output_dim), config.num_inducing
         layers, D_in = [], D
@@ -172,6 +173,10 @@ class DeepGP(nn.Module):
             Z = torch.zeros(M, D_in, dtype=torch.float64)
             if last:
                 layers.append(GPLayer(k, Z, D_y, None, 1.0, name=name))
+            elif config.inner_width == "hidden":
+                P = torch.zeros(D_in, config.hidden_dim, dtype=torch.float64)
+                layers.append(GPLayer(k, Z, config.hidden_dim, None, config.inner_q_sqrt, name=name, linear_mean=P))
+                D_in = config.hidden_dim
             else:
                 W = torch.zeros(D, config.hidden_dim, dtype=torch.float64)
                 layers.append(GPLayer(k, Z, config.hidden_dim, W, config.inner_q_sqrt, name=name))
@@ -183,17 +188,26 @@ class DeepGP(nn.Module):
     @torch.no_grad()
     def initialise(self, X: np.ndarray, Z0: np.ndarray, rng: np.random.Generator) -> None:
         """Set every GP layer's inducing inputs (``Z0`` [M, D] in the data's columns, N(0, 1) draws from
-        ``rng`` in latent ones) and the inner layers' projection W (X's principal directions)."""
-        D = X.shape[1]
-        W = torch.from_numpy(principal_directions(X, self.config.hidden_dim))
+        ``rng`` in latent ones) and the inner layers' projection W (X's principal directions). With
+        linear means (``inner_width="hidden"``) the first is P = W and the later ones the identity,
+        and the later layers' inducing inputs are Z0 W, Z0 pushed through the first mean."""
+        W = principal_directions(X, self.config.hidden_dim)
+        Zin = Z0  # the inducing inputs in the coordinates of the layers' (non-latent) inputs
         for layer in self.layers:
             if not isinstance(layer, GPLayer):
                 continue
             Z = rng.standard_normal((Z0.shape[0], layer.input_dim))
-            Z[:, : min(layer.input_dim, D)] = Z0[:, : min(layer.input_dim, D)]
+            n = min(layer.input_dim, Zin.shape[1])
+            Z[:, :n] = Zin[:, :n]
             layer.Z.copy_(torch.from_numpy(Z))
             if layer.W is not None:
-                layer.W.copy_(W)
+                layer.W.copy_(torch.from_numpy(W))
+            if layer.P is not None:
+                P = np.zeros(tuple(layer.P.shape))
+                first = Zin is Z0
+                P[: W.shape[0] if first else W.shape[1]] = W if first else np.eye(W.shape[1])
+                layer.P.copy_(torch.from_numpy(P))
+                Zin = Zin @ W if first else Zin
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path) -> None:

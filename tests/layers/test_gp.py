@@ -102,6 +102,21 @@ def test_projection_adds_identity_mean():
     torch.testing.assert_close(layer.project(H, g), H[..., :2] + g @ W.T)
 
 
+def test_linear_mean_adds_a_fixed_linear_map_of_the_input():
+    P = torch.randn(3, 2, dtype=torch.float64)
+    layer = GPLayer(RBF(3), torch.randn(5, 3, dtype=torch.float64), 2, linear_mean=P)
+    assert layer.output_dim == 2 and not layer.P.requires_grad
+    H = torch.randn(2, 1, 3, dtype=torch.float64)
+    g = torch.randn(2, 1, 2, dtype=torch.float64)
+    torch.testing.assert_close(layer.project(H, g), H @ P + g)
+    assert layer(H).shape == (2, 1, 2)
+    with pytest.raises(ValueError, match="not both"):
+        GPLayer(RBF(3), torch.randn(5, 3, dtype=torch.float64), 2, torch.randn(2, 2, dtype=torch.float64),
+                linear_mean=P)
+    with pytest.raises(ValueError, match=r"linear_mean must be \[3, 2\]"):
+        GPLayer(RBF(3), torch.randn(5, 3, dtype=torch.float64), 2, linear_mean=P.T)
+
+
 def test_failed_cholesky_names_the_layer():
     layer = random_layer()
     with torch.no_grad():

@@ -42,6 +42,8 @@ class GPLayer(nn.Module):
             first output_dim input coordinates, the paper's fixed [W, I] map, supplement A).
         q_sqrt_init: initial R = q_sqrt_init · I (1 for the final layer: q = prior; 1e-5 for inner
             layers, the near-deterministic start of the paper's code).
+        linear_mean: instead of ``projection``, P [input_dim, L], fixed: the output is ``H P + g``
+            (L values: a linear mean function plus the GPs, GPflux's inner layers).
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class GPLayer(nn.Module):
         q_sqrt_init: float = 1.0,
         jitter: float = DEFAULT_JITTER,
         name: str = "GP layer",
+        linear_mean: torch.Tensor | None = None,
     ):
         super().__init__()
         M, D_in = inducing.shape
@@ -64,6 +67,11 @@ class GPLayer(nn.Module):
         dtype = inducing.dtype
         self.q_mu = nn.Parameter(torch.zeros(M, num_gps, dtype=dtype))
         self.q_sqrt = nn.Parameter(q_sqrt_init * torch.eye(M, dtype=dtype).expand(num_gps, M, M).clone())
+        if linear_mean is not None and projection is not None:
+            raise ValueError("a GP layer takes a projection or a linear_mean, not both")
+        if linear_mean is not None and tuple(linear_mean.shape) != (D_in, num_gps):
+            raise ValueError(f"linear_mean must be [{D_in}, {num_gps}], got {tuple(linear_mean.shape)}")
+        self.register_buffer("P", None if linear_mean is None else linear_mean.clone())
         if projection is None:
             self.output_dim = num_gps
             self.register_buffer("W", None)
@@ -188,6 +196,8 @@ class GPLayer(nn.Module):
 
     def project(self, H: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """The layer's output from its input H [..., D_in] and GP values g [..., L]."""
+        if self.P is not None:
+            return H @ self.P + g
         if self.W is None:
             return g
         return H[..., : self.output_dim] + g @ self.W.T
