@@ -227,3 +227,12 @@ def test_a_file_measured_several_ways_reports_each_apart(tmp_path):
         f.write(runner.format_row(row | dict(shapiro_points=0, test_loglik_kde=0.5)))
     assert "| boston | GP (VI) | 1 | 0.50 |" in report.render_report(one_way)
     assert "| boston | 0.50 / – |" in report.render_table1(one_way)
+
+
+def test_columns_follow_the_papers_order_whatever_order_the_rows_came_in(tmp_path):
+    results = tmp_path / "r.csv"
+    write_results(results, {("a", "GP", "sghmc"): [0.0], ("a", "LV-GP-GP", "iw"): [0.0], ("a", "Linear", "vi"): [0.0],
+                            ("a", "GP", "vi"): [0.0]})
+    text = report.render_report(results)
+    assert "| median difference from GP (VI), ours | +0.00 | +0.00 | +0.00 | +0.00 |" in text
+    assert "| | GP (VI) | LV-GP-GP (IWVI) | Linear (VI) | GP (SGHMC) |" in text

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.stats
 
 from ..storage import write_bytes
-from .runner import EVALUATION, describe_lines, load_results, variant
+from .runner import BASELINES, CONFIGS, EVALUATION, describe_lines, load_results, variant
 
 _PAPER_METHOD = {"vi": "VI", "iw": "IWVI", "sghmc": "SGHMC"}
 BASELINE = ("GP", "vi", "")
@@ -241,7 +241,9 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     paper_table = read_paper(paper) if paper else {}
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     apart = mixed_evaluation(rows)
-    configs = list(dict.fromkeys(_group(r, apart)[1:] for r in rows))  # (model, method, variant)
+    # (model, method, variant) in the paper's column order (Table S1's), then as they first appear
+    order = {c: i for i, c in enumerate(CONFIGS + BASELINES)}
+    configs = sorted(dict.fromkeys(_group(r, apart)[1:] for r in rows), key=lambda c: order.get(c[:2], len(order)))
     # the paper's value for a config: its (model, method), whatever our variant of it
     # (and for the GP (VI) baseline, which the paper's median differences need even if we did not run it)
     paper_of = {(d, *c): paper_table[(d, *c[:2])] for d in datasets for c in [*configs, BASELINE]
@@ -365,7 +367,6 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     from our rows, the paper's from its Table S2 ``shapiro``), then the summary rows (median
     difference from GP (VI), average rank over the datasets with all nine columns) and the runs ×
     iterations behind every cell, "–" where a cell has no rows."""
-    from .runner import CONFIGS
 
     rows = _default_rows(load_results(results).rows)
     groups = summarise(rows, metric)
