@@ -236,3 +236,28 @@ def test_columns_follow_the_papers_order_whatever_order_the_rows_came_in(tmp_pat
     text = report.render_report(results)
     assert "| median difference from GP (VI), ours | +0.00 | +0.00 | +0.00 | +0.00 |" in text
     assert "| | GP (VI) | LV-GP-GP (IWVI) | Linear (VI) | GP (SGHMC) |" in text
+
+
+def test_report_draws_ours_against_the_paper(tmp_path, capsys):
+    from deepgp.cli import main
+
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP_VI,GP_VI_se,LV-GP-GP_IWVI,LV-GP-GP_IWVI_se\n"
+                     "boston,506,13,0.02,0.00,0.14,0.00\nyacht,308,6,1.32,0.02,1.71,0.01\n")
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0], ("boston", "LV-GP-GP", "iw"): [0.1],
+                            ("yacht", "GP", "vi"): [-2.0], ("yacht", "LV-GP-GP", "iw"): [2.0]})
+    fig = report.against_paper_figure(results, paper)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == ["GP (VI): 1 of 2 within 0.1", "LV-GP-GP (IWVI): 2 of 2 within 0.1"]
+    # yacht's GP is 3.32 below the paper: drawn at the edge (clipped to -1) as a downward triangle
+    (line,) = [ln for ln in shown[0].lines if ln.get_marker() == "v"]
+    assert line.get_ydata()[0] == -1.0 and line.get_color() == "tab:red"
+    out = tmp_path / "fig" / "against.png"
+    assert main(["report", str(results), "--paper", str(paper), "--figure", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    capsys.readouterr()
+    assert main(["report", str(results), "--figure", str(tmp_path / "x.png")]) == 2
+    assert "--figure" in capsys.readouterr().err and not (tmp_path / "x.png").exists()
+    assert main(["report", str(results), "--paper", str(paper), "--figure", str(tmp_path / "x.txt")]) == 2
+    assert ".png" in capsys.readouterr().err

@@ -62,6 +62,8 @@ def register(sub) -> None:
     r.add_argument("--metric", default="test_loglik_kde", choices=METRICS,
                    help="column to compare (default: the paper's KDE protocol)")
     r.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
+    r.add_argument("--figure", default=None, metavar="FILE.png",
+                   help="also draw ours − the paper per data set, one panel per column (needs --paper; .png or .pdf)")
     r.set_defaults(func=_report)
 
 
@@ -116,11 +118,22 @@ def _benchmark(args) -> int:
 
 
 def _report(args) -> int:
-    from .report import write_report
+    from .report import against_paper_figure, write_report
 
+    if args.figure is not None:
+        from ..plotting import check_figure_path
+
+        if args.paper is None:
+            raise ValueError("--figure draws ours against the paper: give its table with --paper")
+        check_figure_path(args.figure)
     text = write_report(args.results, args.out, args.paper, args.metric, args.shapiro)
     if args.out is None:
         sys.stdout.write(text)
     else:
         print(f"wrote {args.out}")
+    if args.figure is not None:
+        from ..plotting import save_figure
+
+        save_figure(against_paper_figure(args.results, args.paper, args.metric), args.figure)
+        print(f"wrote {args.figure}")
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -193,41 +194,118 @@ def summary(groups: dict, configs: list[tuple], datasets: list[str], paper_table
 GAP_CAUSES = {"improving": "budget", "worse": "overfitting", "flat": "flat"}
 
 
-def against_paper(groups: dict, trend: dict, paper_of: dict, configs: list[tuple], datasets: list[str], metric: str,
-                  tolerance: float) -> list[str]:
-    """The report's section "against the paper": per dataset and config, ours − paper and whether it is
-    within ``tolerance`` nats or better; a gap is labelled by the cell's trend (:func:`trends`) as
-    budget (still improving), overfitting (getting worse) or flat (neither)."""
-    shown = [c for c in configs if any((d, *c) in groups and (d, *c) in paper_of for d in datasets)]
-    if not shown:
+@dataclass(frozen=True)
+class Gap:
+    """One cell against the paper: ours − paper (``diff``), whether within the tolerance or better
+    (``ok``), and for a cell short of it the cause its trend suggests ("budget", "overfitting",
+    "flat"; "" where the cell ran one budget)."""
+
+    dataset: str
+    paper: float
+    diff: float
+    ok: bool
+    cause: str
+
+
+def gaps_to_paper(groups: dict, trend: dict, paper_of: dict, configs: list[tuple], datasets: list[str], metric: str,
+                  tolerance: float) -> dict[tuple, list[Gap]]:
+    """Per config with any cell the paper has, its cells against the paper in dataset order; a gap is
+    labelled by the cell's trend (:func:`trends`): budget (still improving), overfitting (getting
+    worse) or flat (neither)."""
+    out: dict[tuple, list[Gap]] = {}
+    for c in configs:
+        for d in datasets:
+            g = (d, *c)
+            if g not in groups or g not in paper_of:
+                continue
+            diff = _mean_se(groups[g].values())[0] - paper_of[g][0]
+            ok = (-diff if metric in _LOWER_IS_BETTER else diff) >= -tolerance
+            cause = ""
+            if not ok and g in trend and not math.isnan(trend[g][1]):
+                cause = GAP_CAUSES[_trend(*trend[g], metric).split()[1]]
+            out.setdefault(c, []).append(Gap(d, paper_of[g][0], diff, ok, cause))
+    return out
+
+
+def against_paper(gaps: dict[tuple, list[Gap]], datasets: list[str], tolerance: float) -> list[str]:
+    """The report's section "against the paper": a dataset × config table of :func:`gaps_to_paper`."""
+    if not gaps:
         return []
+    shown = list(gaps)
     lines = ["", f"## Against the paper (within {tolerance} nats or better)", "",
              "Each cell: ours − paper, ✓ where within the tolerance or better. A gap is labelled by the cell's trend "
              "between its last two budgets: **budget** (still improving), **overfitting** (getting worse), **flat** "
              "(neither: the model, recipe or protocol, not the budget); unlabelled where the cell ran one budget.", "",
              "| dataset | " + " | ".join(label(*c) for c in shown) + " |", "| --- |" + " ---: |" * len(shown)]
-    hits = dict.fromkeys(shown, 0)
-    totals = dict.fromkeys(shown, 0)
+    cell = {(c, gap.dataset): gap for c in shown for gap in gaps[c]}
     for d in datasets:
-        cells = []
+        texts = []
         for c in shown:
-            g = (d, *c)
-            if g not in groups or g not in paper_of:
-                cells.append("–")
-                continue
-            diff = _mean_se(groups[g].values())[0] - paper_of[g][0]
-            ok = (-diff if metric in _LOWER_IS_BETTER else diff) >= -tolerance
-            hits[c], totals[c] = hits[c] + ok, totals[c] + 1
-            cause = ""
-            if not ok and g in trend and not math.isnan(trend[g][1]):
-                cause = " " + GAP_CAUSES[_trend(*trend[g], metric).split()[1]]
-            cells.append(f"{diff:+.2f} {'✓' if ok else '✗'}{cause}")
-        lines.append(f"| {d} | " + " | ".join(cells) + " |")
-    lines.append("| **within** | " + " | ".join(f"{hits[c]} of {totals[c]}" for c in shown) + " |")
+            gap = cell.get((c, d))
+            texts.append("–" if gap is None else f"{gap.diff:+.2f} {'✓' if gap.ok else '✗'}"
+                         + (f" {gap.cause}" if gap.cause else ""))
+        lines.append(f"| {d} | " + " | ".join(texts) + " |")
+    counts = {c: (sum(g.ok for g in gaps[c]), len(gaps[c])) for c in shown}
+    lines.append("| **within** | " + " | ".join(f"{k} of {n}" for k, n in counts.values()) + " |")
     lines.append("")
-    lines += [f"{label(*c)}: within {tolerance} nats of the paper or better on {hits[c]} of {totals[c]} datasets."
-              for c in shown if c[:2] == ("LV-GP-GP", "iw")]
+    lines += [f"{label(*c)}: within {tolerance} nats of the paper or better on {counts[c][0]} of {counts[c][1]} "
+              "datasets." for c in shown if c[:2] == ("LV-GP-GP", "iw")]
     return lines
+
+
+def _comparison(rows: list[dict], paper_table: dict, metric: str):
+    """What the report compares: (groups of :func:`summarise`, the configs (model, method, variant) in the
+    paper's column order (Table S1's, then as they first appear), the datasets, the paper's value per
+    group, the trends)."""
+    groups = summarise(rows, metric)
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    apart = mixed_evaluation(rows)
+    order = {c: i for i, c in enumerate(CONFIGS + BASELINES)}
+    configs = sorted(dict.fromkeys(_group(r, apart)[1:] for r in rows), key=lambda c: order.get(c[:2], len(order)))
+    # the paper's value for a config: its (model, method), whatever our variant of it
+    # (and for the GP (VI) baseline, which the paper's median differences need even if we did not run it)
+    paper_of = {(d, *c): paper_table[(d, *c[:2])] for d in datasets for c in [*configs, BASELINE]
+                if (d, *c[:2]) in paper_table}
+    return groups, configs, datasets, paper_of, trends(rows, metric)
+
+
+def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolerance: float = 0.1):
+    """A matplotlib Figure of ours − paper per data set, one panel per column: the paper's value across,
+    the difference up; a cell within ``tolerance`` of the paper or above it in blue, below it (the
+    shaded band) in red; differences beyond ±1 drawn at the edge as triangles."""
+    from matplotlib.figure import Figure
+
+    rows = load_results(results).rows
+    groups, configs, datasets, paper_of, trend = _comparison(rows, read_paper(paper), metric)
+    gaps = gaps_to_paper(groups, trend, paper_of, configs, datasets, metric, tolerance)
+    if not gaps:
+        raise ValueError(f"{results} has no cell that the paper's table {Path(paper).name} has")
+    ncols = min(3, len(gaps))
+    nrows = math.ceil(len(gaps) / ncols)
+    fig = Figure(figsize=(4.2 * ncols, 3.2 * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    limit = 1.0
+    for ax, (c, cells) in zip(axes.flat, gaps.items()):
+        ax.axhspan(-limit * 1.1, -tolerance, color=(1.0, 0.92, 0.92), zorder=0)
+        ax.axhline(0.0, color="0.4", lw=0.8)
+        for gap in cells:
+            x = gap.paper if math.isfinite(gap.paper) else np.nan
+            y = float(np.clip(gap.diff, -limit, limit)) if not math.isnan(gap.diff) else np.nan
+            clipped = abs(gap.diff) > limit
+            marker = ("^" if gap.diff > 0 else "v") if clipped else "o"
+            ax.plot(x, y, marker, color="tab:blue" if gap.ok else "tab:red", ms=5)
+            ax.annotate(gap.dataset, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+        within = sum(g.ok for g in cells)
+        ax.set_title(f"{label(*c)}: {within} of {len(cells)} within {tolerance}", fontsize=9)
+        ax.set_ylim(-limit * 1.1, limit * 1.1)
+        ax.set_xlabel("the paper's value", fontsize=8)
+        ax.set_ylabel("ours − paper", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(gaps):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{metric}: ours against the paper ({Path(paper).name})", fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def render_report(results, paper=None, metric: str = "test_loglik_kde", tolerance: float = 0.1) -> str:
@@ -237,21 +315,11 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     ignored = f"damaged {describe_lines(loaded.damaged)}" if loaded.damaged else ""
     if not rows:
         raise ValueError(f"{results} holds no complete results rows" + (f" (ignored its {ignored})" if ignored else ""))
-    groups = summarise(rows, metric)
     paper_table = read_paper(paper) if paper else {}
-    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-    apart = mixed_evaluation(rows)
-    # (model, method, variant) in the paper's column order (Table S1's), then as they first appear
-    order = {c: i for i, c in enumerate(CONFIGS + BASELINES)}
-    configs = sorted(dict.fromkeys(_group(r, apart)[1:] for r in rows), key=lambda c: order.get(c[:2], len(order)))
-    # the paper's value for a config: its (model, method), whatever our variant of it
-    # (and for the GP (VI) baseline, which the paper's median differences need even if we did not run it)
-    paper_of = {(d, *c): paper_table[(d, *c[:2])] for d in datasets for c in [*configs, BASELINE]
-                if (d, *c[:2]) in paper_table}
+    groups, configs, datasets, paper_of, trend = _comparison(rows, paper_table, metric)
     ours = {g: _mean_se(v.values()) for g, v in groups.items()}
     budgets = sorted({(r["iterations"], r["num_inducing"], r["protocol"], r["test_limit"], r["predict_samples"],
                        r["shapiro_points"]) for r in rows})
-    trend = trends(rows, metric)
 
     lines = [f"# UCI benchmark: {metric} (standardised units, higher is better)", ""]
     # the paper's table by its name: where it lies on one machine is no part of the result
@@ -268,7 +336,7 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     if trend:
         # a snapshot row's seconds are part of its run's longest row's: each run is counted once
         by_budget = sorted(rows, key=lambda r: r["iterations"])
-        longest = {(*_group(r, apart), r["split"], r["seed"]): r["seconds"] for r in by_budget}
+        longest = {(*_group(r, mixed_evaluation(rows)), r["split"], r["seed"]): r["seconds"] for r in by_budget}
         lines.append(f"- mean (s.e.) over runs, at each cell's longest budget; s.e. = std (ddof 0) / √runs, as the "
                      f"paper. Total compute: {sum(longest.values()) / 3600:.2f} h over {len(longest)} runs "
                      f"({len(rows)} rows; a run counted once, at its longest budget).")
@@ -314,7 +382,8 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
                  "published means on the same datasets and models.")
 
     if paper_table:
-        lines += against_paper(groups, trend, paper_of, configs, datasets, metric, tolerance)
+        lines += against_paper(gaps_to_paper(groups, trend, paper_of, configs, datasets, metric, tolerance), datasets,
+                               tolerance)
     return "\n".join(lines) + "\n"
 
 
