@@ -336,7 +336,8 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     if trend:
         # a snapshot row's seconds are part of its run's longest row's: each run is counted once
         by_budget = sorted(rows, key=lambda r: r["iterations"])
-        longest = {(*_group(r, mixed_evaluation(rows)), r["split"], r["seed"]): r["seconds"] for r in by_budget}
+        apart = mixed_evaluation(rows)  # (once: it reads every row)
+        longest = {(*_group(r, apart), r["split"], r["seed"]): r["seconds"] for r in by_budget}
         lines.append(f"- mean (s.e.) over runs, at each cell's longest budget; s.e. = std (ddof 0) / √runs, as the "
                      f"paper. Total compute: {sum(longest.values()) / 3600:.2f} h over {len(longest)} runs "
                      f"({len(rows)} rows; a run counted once, at its longest budget).")
