@@ -274,3 +274,21 @@ def test_the_report_reads_how_rows_were_measured_once_not_once_per_row(tmp_path,
     assert "Total compute" in report.render_report(results)
     assert 0 < len(calls) <= 10  # a few passes over the 80 rows, not one per row
 
+
+def test_report_figure_errors_before_writing_anything(tmp_path, capsys):
+    """A --figure that cannot be drawn (no cell the paper has) is a one-line error, exit 2, with no report
+    printed or written before it."""
+    from deepgp.cli import main
+
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP-GP_VI,GP-GP_VI_se\nboston,506,13,0.5,0.0\n")
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0]})
+    capsys.readouterr()
+    assert main(["report", str(results), "--paper", str(paper), "--figure", str(tmp_path / "f.png")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("deepgp report: error: ") and err.count("\n") == 1 and "no cell" in err
+    out_md = tmp_path / "r.md"
+    assert main(["report", str(results), "--paper", str(paper), "--out", str(out_md),
+                 "--figure", str(tmp_path / "f.png")]) == 2
+    assert not out_md.exists() and not (tmp_path / "f.png").exists()

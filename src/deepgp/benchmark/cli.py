@@ -118,22 +118,27 @@ def _benchmark(args) -> int:
 
 
 def _report(args) -> int:
+    from ..storage import write_bytes
     from .report import against_paper_figure, write_report
 
+    figure = None
     if args.figure is not None:
         from ..plotting import check_figure_path
 
         if args.paper is None:
             raise ValueError("--figure draws ours against the paper: give its table with --paper")
         check_figure_path(args.figure)
-    text = write_report(args.results, args.out, args.paper, args.metric, args.shapiro)
+    text = write_report(args.results, None, args.paper, args.metric, args.shapiro)
+    if args.figure is not None:  # drawn before anything is written: a figure that cannot be is an error alone
+        figure = against_paper_figure(args.results, args.paper, args.metric)
     if args.out is None:
         sys.stdout.write(text)
     else:
+        write_bytes(args.out, text.encode())
         print(f"wrote {args.out}")
-    if args.figure is not None:
+    if figure is not None:
         from ..plotting import save_figure
 
-        save_figure(against_paper_figure(args.results, args.paper, args.metric), args.figure)
+        save_figure(figure, args.figure)
         print(f"wrote {args.figure}")
     return 0
