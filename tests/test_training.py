@@ -201,6 +201,23 @@ def test_a_resume_is_not_refused_for_differences_without_effect(tmp_path):
     assert len(history) == 6
 
 
+
+def test_a_checkpoint_from_before_a_model_setting_existed_resumes(tmp_path):
+    """Its fingerprint lacks the setting (inner_width, encoder_std): it was made with the setting's default, as
+    a model file without it is read; only a value other than that is another model."""
+    x, y = small_problem()
+    ckpt = tmp_path / "state.safetensors"
+    kw = dict(method="iw", num_samples=3, batch_size=16, progress=False, checkpoint=ckpt)
+    deepgp.fit(deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8), x, y, iterations=4, **kw)
+    state = storage.read(ckpt, storage.CHECKPOINT)
+    model = {k: v for k, v in state["fingerprint"]["model"].items() if k not in ("inner_width", "encoder_std")}
+    storage.write(ckpt, storage.CHECKPOINT, {**state, "fingerprint": {**state["fingerprint"], "model": model}})
+    with pytest.raises(ValueError, match=r"another model: inner_width='input' \(now 'hidden'\);"):
+        deepgp.fit(deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8, inner_width="hidden"), x, y,
+                   iterations=8, **kw)
+    history = deepgp.fit(deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8), x, y, iterations=8, **kw)
+    assert len(history) == 8
+
 def test_a_crafted_checkpoint_is_refused_before_anything_is_loaded(tmp_path):
     # a fused Adam step trusts its buffers' shapes: a wrong shape once corrupted memory on resume
     x, y = small_problem()

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from . import objectives, storage
 from .capture import CapturedStep, capturable_adam
-from .config import TrainConfig, gamma_at
+from .config import ModelConfig, TrainConfig, gamma_at
 from .linalg import seeded
 from .model import check_parameters
 from .natgrad import NaturalGradientError, natgrad_step_q
@@ -347,6 +347,8 @@ def _check_fingerprint(saved: dict, current: dict, path) -> None:
         if part == "settings":  # a checkpoint from before a setting existed was written with its legacy value
             old = {**{f.name: f.metadata["legacy"] for f in dataclasses.fields(TrainConfig)
                       if "legacy" in f.metadata}, **old}
+        elif "spec" not in old:  # a model setting it lacks: its default, as a model file without it is read
+            old = {**{f.name: f.metadata.get("legacy", f.default) for f in dataclasses.fields(ModelConfig)}, **old}
         new = current[part]
         diff = [f"{k}={old.get(k)!r} (now {new.get(k)!r})" for k in sorted(set(old) | set(new))
                 if old.get(k) != new.get(k)]
