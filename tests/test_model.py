@@ -81,16 +81,39 @@ def test_hidden_width_inner_layers_are_gpfluxs_architecture(spec):
         assert torch.isfinite(model.elbo(x[:20], y[:20], method=method, num_samples=3))
 
 
-def test_the_default_architecture_is_the_papers():
-    """inner_width's default leaves the [W, I] layers and their random draws as they were."""
+@pytest.mark.parametrize("spec", ["LV-GP-GP", "GP-LV-GP-LV-GP", "GP-GP-GP"])
+def test_the_default_architecture_is_the_papers(spec):
+    """inner_width's default leaves the [W, I] layers and their random draws as they were: every state equal,
+    bit for bit, to the initialisation from before inner_width (written out here: Z0 in the data's columns of
+    every GP layer, N(0, 1) draws in the latent ones, one rng in layer order, W in every inner layer)."""
+    from deepgp.linalg import seeded
+    from deepgp.model import initial_inducing, principal_directions
+
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((100, 4)), rng.standard_normal((100, 1))
-    a = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=16)
-    b = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=16, inner_width="input")
-    assert a.layers[1].P is None and a.layers[1].W is not None
-    assert "layers.1.P" not in a.state_dict()
-    for (n, p), (_, q) in zip(a.state_dict().items(), b.state_dict().items()):
-        torch.testing.assert_close(p, q, rtol=0, atol=0, msg=n)
+    a = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=16, hidden_dim=3, seed=5)
+    b = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=16, hidden_dim=3, seed=5, inner_width="input")
+    gps = [layer for layer in a.layers if isinstance(layer, GPLayer)]
+    assert all(layer.P is None for layer in gps) and all(layer.W is not None for layer in gps[:-1])
+    assert not any(name.endswith(".P") for name in a.state_dict())
+
+    rng = np.random.default_rng(5)
+    with seeded(5):
+        Z0 = initial_inducing(x, 16, rng)
+        old = deepgp.DeepGP.build(a.config, 4, 1, num_data=100)
+    W = torch.from_numpy(principal_directions(x, 3))
+    with torch.no_grad():
+        for layer in old.layers:
+            if isinstance(layer, GPLayer):
+                Z = rng.standard_normal((16, layer.input_dim))
+                Z[:, : min(layer.input_dim, 4)] = Z0[:, : min(layer.input_dim, 4)]
+                layer.Z.copy_(torch.from_numpy(Z))
+                if layer.W is not None:
+                    layer.W.copy_(W)
+    for model in (a, b):
+        assert model.state_dict().keys() == old.state_dict().keys()
+        for (n, p), q in zip(model.state_dict().items(), old.state_dict().values()):
+            torch.testing.assert_close(p, q, rtol=0, atol=0, msg=n)
 
 
 def test_small_data_uses_the_data_as_inducing_inputs():
