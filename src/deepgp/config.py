@@ -74,7 +74,8 @@ class ModelConfig:
     model: str = setting("LV-GP-GP", "the layers in the paper's notation: GP and LV joined by '-', ending in GP "
                                      "(GP, GP-GP, LV-GP, LV-GP-GP, GP-LV-GP, ...)")
     num_inducing: int = setting(128, "M, inducing points per GP layer (at most the number of distinct inputs)")
-    hidden_dim: int = setting(5, "GPs in each inner GP layer (their outputs map back to the data's dimension)")
+    hidden_dim: int = setting(5, "GPs in each inner GP layer (mapped back to the data's dimension, or the layer's "
+                                 "width with inner_width='hidden')")
     inner_width: str = setting("input", "what an inner GP layer outputs: 'input', the paper's, D values (its input's "
                                         "first D plus the hidden_dim GPs through the fixed PCA directions W: H[:D] + g "
                                         "Wᵀ); 'hidden', GPflux's, hidden_dim values (a fixed linear mean plus the GPs: "
