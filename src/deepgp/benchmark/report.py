@@ -286,7 +286,8 @@ def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolera
     axes = fig.subplots(nrows, ncols, squeeze=False)
     limit = 1.0
     for ax, (c, cells) in zip(axes.flat, gaps.items()):
-        ax.axhspan(-limit * 1.1, -tolerance, color=(1.0, 0.92, 0.92), zorder=0)
+        worse = (tolerance, limit * 1.1) if metric in _LOWER_IS_BETTER else (-limit * 1.1, -tolerance)
+        ax.axhspan(*worse, color=(1.0, 0.92, 0.92), zorder=0)  # short of the paper
         ax.axhline(0.0, color="0.4", lw=0.8)
         for gap in cells:
             x = gap.paper if math.isfinite(gap.paper) else np.nan
