@@ -636,3 +636,31 @@ def test_cli_snapshots_then_the_reports_trend(data_dir, tmp_path, capsys):
     assert "| ours − paper | trend | mixture |" in text and "over 1 runs (3 rows;" in text
     kde = rows[2]["test_loglik_kde"] - rows[1]["test_loglik_kde"]
     assert f"| {kde:+.2f} " in text and "(from 2) |" in text
+
+
+# a value other than the default for each setting some configuration does not read
+OTHER = dict(hidden_dim=1, inner_width="hidden", inner_q_sqrt=0.3, train_inner_kernel_variance=True, latent_dim=2,
+             encoder_hidden=(5,), encoder_std="exp", kernel="matern52", likelihood_variance=0.2, gamma=0.3,
+             gamma_warmup=0, natgrad=False, natgrad_inner=True, sghmc_samples=7, sghmc_thinning=2, sghmc_step=0.02,
+             sghmc_mdecay=0.1, sghmc_window=3)
+
+
+@pytest.mark.parametrize("model, method", [("Linear", "vi"), ("CVAE-5", "iw"), ("GP", "sghmc"), ("GP-GP", "sghmc"),
+                                           ("GP", "vi"), ("GP-GP", "vi"), ("LV-GP", "iw"), ("LV-GP-GP", "vi")])
+def test_a_setting_a_model_does_not_read_neither_changes_its_numbers_nor_splits_its_key(data_dir, model, method):
+    schedule = dict(data_dir=str(data_dir), **FAST, sghmc_samples=3, sghmc_thinning=1, sghmc_window=2)
+    (usual,) = runner.make_configs(["toya"], [(model, method)], [0], iterations=4, **schedule)
+    unread = runner.unread_settings(model, method)
+    assert unread <= set(OTHER) and "num_inducing" not in unread
+    (asked,) = runner.make_configs(["toya"], [(model, method)], [0], iterations=4,
+                                   **schedule | {k: OTHER[k] for k in unread})
+    assert runner.config_key(asked) == runner.config_key(usual)  # so a resumed grid does not run it again
+    # ... and rightly so: the configuration with those settings changed computes the same numbers
+    (expected,) = runner.run_config(usual)
+    (changed,) = runner.run_config(usual | {k: OTHER[k] for k in unread})
+    assert {k: changed[k] for k in runner.METRICS} == {k: expected[k] for k in runner.METRICS}
+    # a setting it reads still splits the key
+    read = {"Linear": "latent_dim", "CVAE-5": "lr", "GP": "kernel"}.get(model, "likelihood_variance")
+    (other,) = runner.make_configs(["toya"], [(model, method)], [0], iterations=4,
+                                   **schedule | {read: OTHER.get(read, 0.03)})
+    assert runner.config_key(other) != runner.config_key(usual)

@@ -200,8 +200,44 @@ def make_configs(
                     config.update(inner_sampling="-")
                 if method != "iw":
                     config.update(num_samples=1)
+                config.update({name: _usual(name, config["recipe"]) for name in unread_settings(model, method)})
                 configs.append(config)
     return configs
+
+
+_INNER = ("hidden_dim", "inner_width", "inner_q_sqrt", "train_inner_kernel_variance")  # read by inner GP layers
+_ENCODER = ("latent_dim", "encoder_hidden", "encoder_std")  # read by LV layers
+_NATGRAD = ("gamma", "gamma_warmup", "natgrad", "natgrad_inner")  # read by the VI/IW deep GPs' optimiser
+
+
+def unread_settings(model: str, method: str) -> set[str]:
+    """The settings that ``model`` trained by ``method`` never reads. :func:`make_configs` records them at
+    their defaults, so that they never split a key: Linear or CVAE-50 run beside ``--inner-width hidden``
+    is the run without it (and is not run again), and neither is GP (VI) beside ``--sghmc-step``.
+
+    A network (Linear, CVAE-...) reads only ``latent_dim`` and ``dtype`` of ModelConfig; a spec without
+    inner GP layers (GP, LV-GP) none of the inner layers' settings, one without LV layers none of the
+    encoder's; the SGHMC settings are read by ``sghmc`` only, the natural-gradient ones by ``vi``/``iw``
+    deep GPs only (the baselines' optimiser is Adam's schedule alone)."""
+    from ..baselines import network_name
+    from ..model import parse_spec
+
+    sghmc = {f.name for f in dataclasses.fields(SGHMCConfig)}
+    if network_name(model):
+        # (num_inducing stays in the key: the report names a row's budget by it)
+        architecture = {f.name for f in dataclasses.fields(ModelConfig)} - {"model", "latent_dim", "dtype",
+                                                                             "num_inducing"}
+        return architecture | set(_NATGRAD) | sghmc
+    tokens = parse_spec(model)
+    unread = set() if "LV" in tokens else set(_ENCODER)
+    if tokens.count("GP") == 1:
+        unread |= set(_INNER)
+    return unread | (set(_NATGRAD) if method == "sghmc" else sghmc)
+
+
+def _usual(name: str, recipe: str):
+    """A setting's default, an optimiser setting's as ``recipe`` gives it."""
+    return RECIPE_VALUES[recipe].get(name, SETTINGS[name].default)
 
 
 def _text(value) -> str:
