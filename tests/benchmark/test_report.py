@@ -292,3 +292,23 @@ def test_report_figure_errors_before_writing_anything(tmp_path, capsys):
     assert main(["report", str(results), "--paper", str(paper), "--out", str(out_md),
                  "--figure", str(tmp_path / "f.png")]) == 2
     assert not out_md.exists() and not (tmp_path / "f.png").exists()
+
+
+def test_one_row_measured_the_default_way_does_not_take_table_1_over(tmp_path):
+    """A file measured on every test point, plus one row measured the default way: the tables show the
+    many, and say how they were measured."""
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0], ("yacht", "GP", "vi"): [0.0]})
+    rows = runner.load_results(results).rows
+    runner.prepare_results(many := tmp_path / "many.csv")
+    with open(many, "a") as f:
+        for row, value in zip(rows, (0.5, 0.7)):
+            f.write(runner.format_row(row | dict(shapiro_points=0, test_loglik_kde=value)))
+        f.write(runner.format_row(rows[0] | dict(test_loglik_kde=-3.0)))  # boston once more, on 200 points
+    table = report.render_table1(many)
+    assert "| boston | 0.50 / – |" in table and "| yacht | 0.70 / – |" in table
+    assert "measured with predict_samples=2000, shapiro_points=0" in table
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP_VI,GP_VI_se\nboston,506,13,0.02,0.00\n")
+    matrix = report.render_matrix(many, paper, "test_loglik_kde", "Table S1")
+    assert "| boston | 0.50 / 0.02 |" in matrix and "shapiro_points=0" in matrix

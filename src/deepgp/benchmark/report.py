@@ -20,7 +20,7 @@ import numpy as np
 import scipy.stats
 
 from ..storage import write_bytes
-from .runner import BASELINES, CONFIGS, EVALUATION, describe_lines, load_results, variant
+from .runner import BASELINES, CONFIGS, EVALUATION, SETTINGS, describe_lines, load_results, variant
 
 _PAPER_METHOD = {"vi": "VI", "iw": "IWVI", "sghmc": "SGHMC"}
 BASELINE = ("GP", "vi", "")
@@ -390,23 +390,51 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
 
 
 def _default_rows(rows: list[dict]) -> list[dict]:
-    """The rows at the default settings (measured in any one way, or the default way where several)."""
-    apart = mixed_evaluation(rows)
-    return [r for r in rows if not variant(r, apart)]
+    """The rows at the default settings, measured in the way most of them were (:func:`prevailing_evaluation`),
+    so that one row measured another way cannot take a table over."""
+    defaults = [r for r in rows if not variant(r, False)]
+    way = prevailing_evaluation(defaults)
+    return [r for r in defaults if _evaluation(r) == way]
+
+
+def _measured(every: list[dict], shown: list[dict]) -> str:
+    """Where ``every`` row was not measured one way: ", measured with predict_samples=…, shapiro_points=…"
+    (how the ``shown`` rows were)."""
+    if not shown or not mixed_evaluation(every):
+        return ""
+    return ", measured with " + ", ".join(f"{k}={v}" for k, v in zip(EVALUATION, _evaluation(shown[0])))
+
+
+def _evaluation(row: dict) -> tuple:
+    return tuple(str(row[k]) for k in EVALUATION)
+
+
+def prevailing_evaluation(rows: list[dict]) -> tuple | None:
+    """The way (:data:`~deepgp.benchmark.runner.EVALUATION`'s values, as text) most of ``rows`` were
+    measured; on a tie, the defaults' way if it is among the most, else the first found."""
+    counts: dict[tuple, int] = defaultdict(int)
+    for r in rows:
+        counts[_evaluation(r)] += 1
+    if not counts:
+        return None
+    most = max(counts.values())
+    usual = tuple(str(SETTINGS[k].default) for k in EVALUATION)
+    return usual if counts.get(usual) == most else next(w for w, n in counts.items() if n == most)
 
 
 def render_matrix(results, paper, metric: str, title: str, digits: int = 2) -> str:
     """A Markdown table of ``metric`` (mean over our runs at the default settings) beside the paper's
     ``paper`` table (Table S1: test log density; Table S2: the Shapiro-Wilk W): one row per dataset of
     ``results``, one column per method of the paper (then any method of ours it lacks), "ours / paper"."""
-    rows = _default_rows(load_results(results).rows)
+    every = load_results(results).rows
+    rows = _default_rows(every)
     groups = summarise(rows, metric)
     paper_table = read_paper(paper)
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     methods = list(dict.fromkeys([k[1:] for k in paper_table] + [g[1:3] for g in groups]))
     ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in groups.items()}
-    lines = [f"## {title}", "", f"{metric}: ours (mean over our runs, default settings) / the paper's "
-             f"`{Path(paper).name}`; – where there is none.", "",
+    lines = [f"## {title}", "", f"{metric}: ours (mean over our runs, default settings{_measured(every, rows)}) / "
+             f"the paper's `{Path(paper).name}`; – where there is none.", "",
              "| dataset | " + " | ".join(label(*m) for m in methods) + " |",
              "| --- |" + " ---: |" * len(methods)]
     for d in datasets:
@@ -439,7 +467,8 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     difference from GP (VI), average rank over the datasets with all nine columns) and the runs ×
     iterations behind every cell, "–" where a cell has no rows."""
 
-    rows = _default_rows(load_results(results).rows)
+    every = load_results(results).rows
+    rows = _default_rows(every)
     groups = summarise(rows, metric)
     w_ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in summarise(rows, "shapiro_median").items()}
     budget = {g[:3]: max(v.values()) for g, v in summarise(rows, "iterations").items()}
@@ -451,9 +480,9 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     header = "| dataset | " + " | ".join(label(*c) for c in configs) + " |"
     rule = "| --- |" + " ---: |" * len(configs)
     lines = ["## Table 1: test log-likelihood, ours / the paper's", "",
-             f"{metric}, mean over our runs at the default settings / the paper's Table 1. *Italics*: median "
-             f"Shapiro-Wilk W below {NON_GAUSSIAN_W} (a non-Gaussian predictive; the paper's from its Table S2). "
-             "– where there is no value.", "", header, rule]
+             f"{metric}, mean over our runs at the default settings{_measured(every, rows)} / the paper's Table 1. "
+             f"*Italics*: median Shapiro-Wilk W below {NON_GAUSSIAN_W} (a non-Gaussian predictive; the paper's from "
+             "its Table S2). – where there is no value.", "", header, rule]
     for d in datasets:
         cells = []
         for c in configs:
