@@ -1,6 +1,7 @@
 """Report: means and s.e. over splits beside the paper, differences, ranks, median difference from GP."""
 
 import csv
+import math
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,18 @@ def test_one_row_measured_the_default_way_does_not_take_table_1_over(tmp_path):
     paper.write_text("dataset,N,D,GP_VI,GP_VI_se\nboston,506,13,0.02,0.00\n")
     matrix = report.render_matrix(many, paper, "test_loglik_kde", "Table S1")
     assert "| boston | 0.50 / 0.02 |" in matrix and "shapiro_points=0" in matrix
+
+
+def test_against_the_paper_where_either_side_is_minus_infinity_or_ours_is_nan(tmp_path):
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP_VI,GP_VI_se\na,10,1,-inf,\nb,10,1,-inf,\nc,10,1,0.0,0.0\nd,10,1,0.0,0.0\n")
+    results = tmp_path / "r.csv"
+    write_results(results, {("a", "GP", "vi"): [-1.0], ("b", "GP", "vi"): [-math.inf], ("c", "GP", "vi"): [math.nan],
+                            ("d", "GP", "vi"): [-0.5]})
+    text = report.render_report(results, paper)
+    section = text[text.index("## Against the paper (within 0.1 nats or better)"):]
+    assert "| a | +inf ✓ |" in section  # ours finite where the paper's is −∞: better
+    assert "| b | +0.00 ✓ |" in section  # both −∞: level
+    assert "| c | no value (NaN) |" in section and "| d | -0.50 ✗ |" in section
+    assert "| **within** | 2 of 3 |" in section  # the NaN cell is not counted
+    assert "within 0.1 (standardised units)" in report.render_report(results, paper, metric="test_rmse")

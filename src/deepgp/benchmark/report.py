@@ -218,8 +218,9 @@ def gaps_to_paper(groups: dict, trend: dict, paper_of: dict, configs: list[tuple
             g = (d, *c)
             if g not in groups or g not in paper_of:
                 continue
-            diff = _mean_se(groups[g].values())[0] - paper_of[g][0]
-            ok = (-diff if metric in _LOWER_IS_BETTER else diff) >= -tolerance
+            ours, paper = _mean_se(groups[g].values())[0], paper_of[g][0]
+            diff = 0.0 if ours == paper == -math.inf else ours - paper  # (both −∞: level, not NaN)
+            ok = (-diff if metric in _LOWER_IS_BETTER else diff) >= -tolerance  # (False for NaN: ours has none)
             cause = ""
             if not ok and g in trend and not math.isnan(trend[g][1]):
                 cause = GAP_CAUSES[_trend(*trend[g], metric).split()[1]]
@@ -227,12 +228,15 @@ def gaps_to_paper(groups: dict, trend: dict, paper_of: dict, configs: list[tuple
     return out
 
 
-def against_paper(gaps: dict[tuple, list[Gap]], datasets: list[str], tolerance: float) -> list[str]:
-    """The report's section "against the paper": a dataset × config table of :func:`gaps_to_paper`."""
+def against_paper(gaps: dict[tuple, list[Gap]], datasets: list[str], tolerance: float,
+                  metric: str = "test_loglik_kde") -> list[str]:
+    """The report's section "against the paper": a dataset × config table of :func:`gaps_to_paper` (a
+    NaN cell, where our runs produced no value, is shown so and left out of the counts)."""
+    unit = "nats" if metric.startswith("test_loglik") else "(standardised units)"
     if not gaps:
         return []
     shown = list(gaps)
-    lines = ["", f"## Against the paper (within {tolerance} nats or better)", "",
+    lines = ["", f"## Against the paper (within {tolerance} {unit} or better)", "",
              "Each cell: ours − paper, ✓ where within the tolerance or better. A gap is labelled by the cell's trend "
              "between its last two budgets: **budget** (still improving), **overfitting** (getting worse), **flat** "
              "(neither: the model, recipe or protocol, not the budget); unlabelled where the cell ran one budget.", "",
@@ -242,13 +246,17 @@ def against_paper(gaps: dict[tuple, list[Gap]], datasets: list[str], tolerance: 
         texts = []
         for c in shown:
             gap = cell.get((c, d))
-            texts.append("–" if gap is None else f"{gap.diff:+.2f} {'✓' if gap.ok else '✗'}"
-                         + (f" {gap.cause}" if gap.cause else ""))
+            if gap is None:
+                texts.append("–")
+            elif math.isnan(gap.diff):
+                texts.append("no value (NaN)")
+            else:
+                texts.append(f"{gap.diff:+.2f} {'✓' if gap.ok else '✗'}" + (f" {gap.cause}" if gap.cause else ""))
         lines.append(f"| {d} | " + " | ".join(texts) + " |")
-    counts = {c: (sum(g.ok for g in gaps[c]), len(gaps[c])) for c in shown}
+    counts = {c: (sum(g.ok for g in gaps[c]), sum(not math.isnan(g.diff) for g in gaps[c])) for c in shown}
     lines.append("| **within** | " + " | ".join(f"{k} of {n}" for k, n in counts.values()) + " |")
     lines.append("")
-    lines += [f"{label(*c)}: within {tolerance} nats of the paper or better on {counts[c][0]} of {counts[c][1]} "
+    lines += [f"{label(*c)}: within {tolerance} {unit} of the paper or better on {counts[c][0]} of {counts[c][1]} "
               "datasets." for c in shown if c[:2] == ("LV-GP-GP", "iw")]
     return lines
 
@@ -297,7 +305,8 @@ def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolera
             ax.plot(x, y, marker, color="tab:blue" if gap.ok else "tab:red", ms=5)
             ax.annotate(gap.dataset, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
         within = sum(g.ok for g in cells)
-        ax.set_title(f"{label(*c)}: {within} of {len(cells)} within {tolerance}", fontsize=9)
+        ax.set_title(f"{label(*c)}: {within} of {sum(not math.isnan(g.diff) for g in cells)} within {tolerance}",
+                     fontsize=9)
         ax.set_ylim(-limit * 1.1, limit * 1.1)
         ax.set_xlabel("the paper's value", fontsize=8)
         ax.set_ylabel("ours − paper", fontsize=8)
@@ -385,7 +394,7 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
 
     if paper_table:
         lines += against_paper(gaps_to_paper(groups, trend, paper_of, configs, datasets, metric, tolerance), datasets,
-                               tolerance)
+                               tolerance, metric)
     return "\n".join(lines) + "\n"
 
 
