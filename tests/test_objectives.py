@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import deepgp
+from deepgp.config import TrainConfig
 from deepgp.linalg import CholeskyError, cholesky, seeded
 from deepgp.natgrad import natgrad_step_q
 from deepgp.reference import expectation_parameters, natgrad_step
@@ -166,3 +167,75 @@ def test_unknown_method_and_sampling_are_errors():
     lv = deepgp.DeepGP.from_spec("LV-GP", X, Y, num_inducing=5)
     with pytest.raises(ValueError, match="inner_sampling"):
         lv.elbo(X, Y, method="iw", num_samples=2, inner_sampling="both")
+
+
+def small_lv(spec="LV-GP-GP", n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal((n, 1)), rng.standard_normal((n, 1))
+    model = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=4, hidden_dim=2, inner_q_sqrt=0.5, encoder_hidden=(3,),
+                                    seed=seed)
+    return model, torch.from_numpy(x), torch.from_numpy(y)
+
+
+def iw_gradients(model, X, Y, dreg: bool, seed: int, K: int = 5):
+    """The IW bound (independent inner draws) and every parameter's gradient, under ``seed``'s draws."""
+    model.zero_grad(set_to_none=True)
+    with seeded(seed):
+        bound = model.elbo(X, Y, "iw", K, "independent", dreg=dreg)
+    bound.backward()
+    return float(bound.detach()), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_dreg_changes_only_the_encoders_gradient_into_its_formula():
+    model, X, Y = small_lv()
+    plain, g0 = iw_gradients(model, X, Y, False, seed=3)
+    dreg, g1 = iw_gradients(model, X, Y, True, seed=3)
+    assert dreg == plain  # the same bound
+    encoder = [n for n in g0 if ".encoder." in n]
+    assert encoder and set(g1) == set(g0)
+    for n in set(g0) - set(encoder):
+        torch.testing.assert_close(g1[n], g0[n], rtol=1e-12, atol=1e-14)
+    assert all(not torch.allclose(g1[n], g0[n]) for n in encoder)
+    # Σ_k w̃_k² ∂ℓ^k/∂w^k ∂w^k/∂φ, written out (log q at constant a, b; ℓ^k depends on w^k alone)
+    latents = []
+    with seeded(3):
+        mean, var, log_ratio, _ = model.propagate(X, Y, 5, "independent", latents=latents)
+    ell = model.likelihood.variational_expectation(Y.unsqueeze(1), mean, var) + log_ratio  # [B, K]
+    (w,) = latents
+    (dl_dw,) = torch.autograd.grad(ell.sum(), w, retain_graph=True)
+    weights = torch.softmax(ell.detach(), dim=1).unsqueeze(-1)
+    params = dict(model.named_parameters())
+    expected = torch.autograd.grad(w, [params[n] for n in encoder], grad_outputs=weights.square() * dl_dw)
+    for n, e in zip(encoder, expected):
+        torch.testing.assert_close(g1[n], model.num_data / X.shape[0] * e, rtol=1e-10, atol=1e-12)
+
+
+def test_dreg_has_the_expectation_of_the_iw_gradient():
+    """Paired over the same draws: the mean difference of the encoder's gradients is zero within its
+    error (the dropped score term Σ_k w̃_k ∂ log q(w^k)/∂φ is not mean-zero for K > 1, so leaving it out
+    without DReG's extra weight would fail this)."""
+    model, X, Y = small_lv("LV-GP", n=4)
+    encoder = [n for n, _ in model.named_parameters() if ".encoder." in n]
+    diffs = []
+    for seed in range(400):
+        g0, g1 = iw_gradients(model, X, Y, False, seed)[1], iw_gradients(model, X, Y, True, seed)[1]
+        diffs.append(torch.cat([(g0[n] - g1[n]).flatten() for n in encoder]).numpy())
+    diffs = np.array(diffs)
+    z = diffs.mean(0) / (diffs.std(0, ddof=1) / math.sqrt(len(diffs)))
+    assert np.all(np.abs(z) < 4.5), z
+    assert np.all(diffs.std(0) > 0)  # the two estimators differ draw by draw
+
+
+def test_dreg_needs_independent_inner_draws():
+    model, X, Y = small_lv()
+    with pytest.raises(ValueError, match="independent"):
+        model.elbo(X, Y, "iw", 3, "joint", dreg=True)
+    with pytest.raises(ValueError, match="dreg needs inner_sampling='independent'"):
+        deepgp.fit(model, X.numpy(), Y.numpy(), config=TrainConfig(method="iw", dreg=True, iterations=3),
+                   progress=False)
+    gp, _, _ = gp_model()  # (no importance weights over latents: no effect)
+    deepgp.fit(gp, gp.final_layer.Z.detach().numpy(), np.zeros((10, 1)), method="iw", dreg=True, iterations=2,
+               progress=False)
+    history = deepgp.fit(model, X.numpy(), Y.numpy(), method="iw", inner_sampling="independent", dreg=True,
+                         iterations=3, progress=False)
+    assert len(history) == 3 and np.all(np.isfinite(history))

@@ -137,6 +137,8 @@ class TrainConfig:
     num_samples: int = setting(5, "K, importance samples per point for iw (Monte Carlo samples for vi)")
     inner_sampling: str = setting("joint", "iw: one inner-layer draw shared by a point's K samples (the paper's text) "
                                            "or one per sample (the paper's code)", choices=INNER_SAMPLING)
+    dreg: bool = setting(False, "iw with inner_sampling independent: doubly reparameterised gradients for the "
+                                "encoders of q(w) (Tucker et al. 2018)", legacy=False)
     iterations: int = setting(5000, "training iterations (one minibatch each)", minimum=0)
     batch_size: int = setting(512, "B, points per minibatch (all of them when N < B)")
     recipe: str = setting("fast", "the optimiser settings not given explicitly: fast (the default, chosen by "

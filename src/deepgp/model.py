@@ -300,7 +300,8 @@ class DeepGP(nn.Module):
         return as_xy(X, Y, self.dtype, self.device, self.input_dim, self.output_dim)
 
     # -- propagation --------------------------------------------------------------------------
-    def propagate(self, X: torch.Tensor, Y: torch.Tensor | None, num_samples: int, mode: str):
+    def propagate(self, X: torch.Tensor, Y: torch.Tensor | None, num_samples: int, mode: str,
+                  latents: list | None = None):
         """Push a batch through every layer but the last; return the final layer's marginals.
 
         Modes (X [B, D], Y [B, D_y]; K = num_samples):
@@ -313,7 +314,8 @@ class DeepGP(nn.Module):
 
         Returns mean and var [B, K, D_y] (``predict``: [K, B, D_y]), the log density ratio
         Σ_LV log p(w) − log q(w) [B, K] and the analytic Σ_LV KL(q(w_n) ‖ p(w_n)) [B] (zeros
-        without LV layers, and in ``predict`` mode).
+        without LV layers, and in ``predict`` mode). ``latents``: a list that receives each LV layer's
+        w [B, K, d_w], whose log q(w) is then taken with q's parameters held constant (DReG's estimator).
         """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -333,7 +335,9 @@ class DeepGP(nn.Module):
                     w = layer.sample_prior((K, B), X)
                 else:
                     mean_w, std_w = layer.posterior(X, Y)
-                    w, ratio = layer.sample_posterior(mean_w, std_w, K)
+                    w, ratio = layer.sample_posterior(mean_w, std_w, K, stop_q=latents is not None)
+                    if latents is not None:
+                        latents.append(w)
                     log_ratio = log_ratio + ratio
                     kl_w = kl_w + layer.kl(mean_w, std_w)
                 H = layer(H, w)
@@ -348,12 +352,14 @@ class DeepGP(nn.Module):
         return mean, var, log_ratio, kl_w
 
     # -- objectives ---------------------------------------------------------------------------
-    def elbo(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "joint") -> torch.Tensor:
+    def elbo(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "joint",
+             dreg: bool = False) -> torch.Tensor:
         """Unbiased minibatch estimate of the VI or IW bound, scaled to the full data size N.
 
         X [B, D], Y [B, D_y] (numpy or torch). ``method="iw"`` uses K = num_samples importance
         samples; ``inner_sampling`` chooses how inner layers are sampled across them ("joint",
-        the paper; "independent", the released code). Returns a scalar tensor.
+        the paper; "independent", the released code); ``dreg`` gives the encoders DReG's gradient
+        (:func:`~deepgp.objectives.elbo_iw`). Returns a scalar tensor.
         """
         X, Y = self._data(X, Y)
         check_magnitude(X, Y, self.dtype)  # (at prediction, far inputs only revert to the prior)
@@ -361,12 +367,13 @@ class DeepGP(nn.Module):
         if method == "vi":
             return objectives.elbo_vi(self, X, Y, num_samples)
         if method == "iw":
-            return objectives.elbo_iw(self, X, Y, num_samples, inner_sampling)
+            return objectives.elbo_iw(self, X, Y, num_samples, inner_sampling, dreg)
         raise ValueError(f"method must be 'vi' or 'iw', got {method!r}")
 
-    def forward(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "joint") -> torch.Tensor:
+    def forward(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "joint",
+                dreg: bool = False) -> torch.Tensor:
         """The bound (:meth:`elbo`), so that ``torch.func.functional_call`` works on a DeepGP."""
-        return self.elbo(X, Y, method, num_samples, inner_sampling)
+        return self.elbo(X, Y, method, num_samples, inner_sampling, dreg)
 
     # -- prediction ---------------------------------------------------------------------------
     def sample_predictive(self, X, num_samples: int = 1000, seed: int | None = None) -> np.ndarray:

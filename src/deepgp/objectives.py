@@ -32,8 +32,15 @@ def check_inner_sampling(inner_sampling: str) -> str:
     return inner_sampling
 
 
+def check_dreg(inner_sampling: str) -> None:
+    """DReG (``elbo_iw(dreg=True)``) is refused unless the inner layers are drawn per sample."""
+    if inner_sampling != "independent":
+        raise ValueError("dreg needs inner_sampling='independent': with one draw shared by a point's K samples, "
+                         "each sample's weight depends on the other samples' latents too")
+
+
 def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5,
-            inner_sampling: str = "joint") -> torch.Tensor:
+            inner_sampling: str = "joint", dreg: bool = False) -> torch.Tensor:
     """The importance-weighted bound (paper eq. 11; docs/math.md §8):
 
         (N/B) Σ_n [ logsumexp_k ℓ_n^k − log K ] − Σ_layers KL(q(v) ‖ p(v)),
@@ -43,11 +50,29 @@ def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5,
     ``"independent"`` draws per (point, sample) as the released code did (docs/paper-vs-code.md §2.4).
     A model without LV layers has no importance weights: this is then the doubly stochastic
     bound, computed as ``elbo_vi`` averaging the K samples (same expectation, lower variance).
+
+    ``dreg`` (with ``"independent"`` sampling only) changes the encoders' gradient, not the value:
+    the doubly reparameterised estimator of Tucker et al. (2018; docs/math.md §8.5),
+
+        ∇_φ ≈ Σ_k w̃_k² ∂ℓ^k/∂w^k ∂w^k/∂φ,   w̃_k = softmax_k ℓ^k,
+
+    where ∂ℓ^k/∂w^k holds q's parameters constant in log q(w^k). It drops the score term whose
+    noise grows with K. Every other parameter gets the usual gradient Σ_k w̃_k ∇ℓ^k. With joint
+    sampling ℓ^j depends on w^k for j ≠ k through the shared draw, and the estimator does not apply.
     """
     check_inner_sampling(inner_sampling)
     if not model.has_latent:
         return elbo_vi(model, X, Y, num_samples)
-    mean, var, log_ratio, _ = model.propagate(X, Y, num_samples, mode=inner_sampling)
+    if dreg:
+        check_dreg(inner_sampling)
+    latents = [] if dreg else None
+    mean, var, log_ratio, _ = model.propagate(X, Y, num_samples, mode=inner_sampling, latents=latents)
     ell = model.likelihood.variational_expectation(Y.unsqueeze(1), mean, var) + log_ratio  # [B, K]
+    if latents:
+        # the gradient reaching w^k from logsumexp is w̃_k ∂ℓ^k/∂w^k: one more factor w̃_k makes it DReG's
+        weights = torch.softmax(ell.detach(), dim=1).unsqueeze(-1)  # [B, K, 1]
+        for w in latents:
+            if w.requires_grad:
+                w.register_hook(lambda grad: grad * weights)
     data = (torch.logsumexp(ell, dim=1) - math.log(num_samples)).sum()
     return (model.num_data / X.shape[0]) * data - model.kl()

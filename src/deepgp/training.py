@@ -124,7 +124,9 @@ def fit(
     effective.update(batch_size=min(batch_size, X.shape[0]), inner_sampling=inner_sampling if method == "iw" else "-")
     fingerprint = None if checkpoint is None else _fingerprint(model, X, Y, effective)
     model.num_data = X.shape[0]
-    objective = (partial(objectives.elbo_iw, num_samples=num_samples, inner_sampling=inner_sampling)
+    if cfg.dreg and method == "iw" and model.has_latent and inner_sampling != "independent":
+        objectives.check_dreg(inner_sampling)  # now, not at the first step
+    objective = (partial(objectives.elbo_iw, num_samples=num_samples, inner_sampling=inner_sampling, dreg=cfg.dreg)
                  if method == "iw" else partial(objectives.elbo_vi, num_samples=num_samples))
     final = model.final_layer
     # the GP layers whose q(v) takes natural-gradient steps instead of Adam's (the final one first)

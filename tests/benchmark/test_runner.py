@@ -642,7 +642,7 @@ def test_cli_snapshots_then_the_reports_trend(data_dir, tmp_path, capsys):
 OTHER = dict(hidden_dim=1, inner_width="hidden", inner_q_sqrt=0.3, train_inner_kernel_variance=True, latent_dim=2,
              encoder_hidden=(5,), encoder_std="exp", kernel="matern52", likelihood_variance=0.2, gamma=0.3,
              gamma_warmup=0, natgrad=False, natgrad_inner=True, sghmc_samples=7, sghmc_thinning=2, sghmc_step=0.02,
-             sghmc_mdecay=0.1, sghmc_window=3)
+             sghmc_mdecay=0.1, sghmc_window=3, dreg=True)
 
 
 @pytest.mark.parametrize("model, method", [("Linear", "vi"), ("CVAE-5", "iw"), ("GP", "sghmc"), ("GP-GP", "sghmc"),

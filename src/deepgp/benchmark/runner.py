@@ -218,7 +218,7 @@ def unread_settings(model: str, method: str) -> set[str]:
     A network (Linear, CVAE-...) reads only ``latent_dim`` and ``dtype`` of ModelConfig; a spec without
     inner GP layers (GP, LV-GP) none of the inner layers' settings, one without LV layers none of the
     encoder's; the SGHMC settings are read by ``sghmc`` only, the natural-gradient ones by ``vi``/``iw``
-    deep GPs only (the baselines' optimiser is Adam's schedule alone)."""
+    deep GPs only (the baselines' optimiser is Adam's schedule alone), ``dreg`` by ``iw`` with LV layers."""
     from ..baselines import network_name
     from ..model import parse_spec
 
@@ -227,11 +227,13 @@ def unread_settings(model: str, method: str) -> set[str]:
         # (num_inducing stays in the key: the report names a row's budget by it)
         architecture = {f.name for f in dataclasses.fields(ModelConfig)} - {"model", "latent_dim", "dtype",
                                                                              "num_inducing"}
-        return architecture | set(_NATGRAD) | sghmc
+        return architecture | set(_NATGRAD) | sghmc | {"dreg"}
     tokens = parse_spec(model)
     unread = set() if "LV" in tokens else set(_ENCODER)
     if tokens.count("GP") == 1:
         unread |= set(_INNER)
+    if method != "iw" or "LV" not in tokens:
+        unread.add("dreg")  # (importance weights over latent draws only)
     return unread | (set(_NATGRAD) if method == "sghmc" else sghmc)
 
 

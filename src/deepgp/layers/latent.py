@@ -26,10 +26,16 @@ class LatentVariableLayer(nn.Module):
         """Mean and std of q(w_n), each [B, d_w]."""
         return self.encoder(x, y)
 
-    def sample_posterior(self, mean: torch.Tensor, std: torch.Tensor, num_samples: int):
-        """w [B, K, d_w] ~ q, and log p(w) − log q(w) per sample [B, K] (reparameterised)."""
+    def sample_posterior(self, mean: torch.Tensor, std: torch.Tensor, num_samples: int, stop_q: bool = False):
+        """w [B, K, d_w] ~ q, and log p(w) − log q(w) per sample [B, K] (reparameterised).
+
+        ``stop_q``: log q(w) with q's mean and std held constant, so that the encoder's gradient reaches
+        the ratio only through w (the same value; DReG's path, :func:`deepgp.objectives.elbo_iw`)."""
         eps = standard_normal((mean.shape[0], num_samples, self.latent_dim), mean)
         w = mean.unsqueeze(1) + std.unsqueeze(1) * eps
+        if stop_q:
+            mean, std = mean.detach(), std.detach()
+            eps = (w - mean.unsqueeze(1)) / std.unsqueeze(1)  # (= eps in value, a function of w in its gradient)
         # log N(w; 0, 1) − log N(w; a, b²) = −½w² + ½ε² + log b  (the 2π terms cancel)
         log_ratio = (-0.5 * w.square() + 0.5 * eps.square() + torch.log(std).unsqueeze(1)).sum(-1)
         return w, log_ratio
