@@ -313,6 +313,15 @@ def test_one_row_measured_the_default_way_does_not_take_table_1_over(tmp_path):
     paper.write_text("dataset,N,D,GP_VI,GP_VI_se\nboston,506,13,0.02,0.00\n")
     matrix = report.render_matrix(many, paper, "test_loglik_kde", "Table S1")
     assert "| boston | 0.50 / 0.02 |" in matrix and "shapiro_points=0" in matrix
+    # a data set measured only the other way keeps its row, and the note says how (cells, not rows,
+    # are counted: here three cells on every point against two on 200)
+    with open(many, "a") as f:
+        f.write(runner.format_row(rows[1] | dict(model="GP-GP", shapiro_points=0, test_loglik_kde=0.8)))
+    write_results(many, {("protein", "GP", "vi"): [0.9, 0.9, 0.9]})
+    table = report.render_table1(many)
+    assert "| boston | 0.50 / – |" in table and "| protein | *0.90* / – |" in table  # (italic: mean W < 0.99)
+    assert "measured with predict_samples=2000, shapiro_points=0 (protein: predict_samples=2000, " \
+           "shapiro_points=200)" in table
 
 
 def test_against_the_paper_where_either_side_is_minus_infinity_or_ours_is_nan(tmp_path):

@@ -97,13 +97,14 @@ def mixed_evaluation(rows: list[dict]) -> bool:
     return len({tuple(r[k] for k in EVALUATION) for r in rows}) > 1
 
 
-def summarise(rows: list[dict], metric: str = "test_loglik_kde"):
+def summarise(rows: list[dict], metric: str = "test_loglik_kde", apart: bool | None = None):
     """Group rows by (dataset, model, method, variant), keeping per group only its largest iteration
-    budget; the variant names non-default settings (:func:`deepgp.benchmark.runner.variant`).
+    budget; the variant names non-default settings (:func:`deepgp.benchmark.runner.variant`), and
+    how a row was measured where ``apart`` (None: where the rows were measured in several ways).
 
     Returns ``{(dataset, model, method, variant): {run_id: value}}`` where run_id = (split, seed).
     """
-    apart = mixed_evaluation(rows)
+    apart = mixed_evaluation(rows) if apart is None else apart
     budget: dict[tuple, int] = defaultdict(int)
     for r in rows:
         g = _group(r, apart)
@@ -231,8 +232,8 @@ def gaps_to_paper(groups: dict, trend: dict, paper_of: dict, configs: list[tuple
 def against_paper(gaps: dict[tuple, list[Gap]], datasets: list[str], tolerance: float,
                   metric: str = "test_loglik_kde") -> list[str]:
     """The report's section "against the paper": a dataset × config table of :func:`gaps_to_paper` (a
-    NaN cell, where our runs produced no value, is shown so and left out of the counts)."""
-    unit = "nats" if metric.startswith("test_loglik") else "(standardised units)"
+    NaN cell, where a run produced NaN, is shown so and left out of the counts)."""
+    unit = {"test_rmse": "(standardised units)", "shapiro_median": "(W)"}.get(metric, "nats")
     if not gaps:
         return []
     shown = list(gaps)
@@ -305,8 +306,9 @@ def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolera
             ax.plot(x, y, marker, color="tab:blue" if gap.ok else "tab:red", ms=5)
             ax.annotate(gap.dataset, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
         within = sum(g.ok for g in cells)
-        ax.set_title(f"{label(*c)}: {within} of {sum(not math.isnan(g.diff) for g in cells)} within {tolerance}",
-                     fontsize=9)
+        hidden = sum(not math.isfinite(g.paper) for g in cells)  # (the paper's −∞: no place on the x axis)
+        ax.set_title(f"{label(*c)}: {within} of {sum(not math.isnan(g.diff) for g in cells)} within {tolerance}"
+                     + (f" ({hidden} at the paper's −∞ not drawn)" if hidden else ""), fontsize=9)
         ax.set_ylim(-limit * 1.1, limit * 1.1)
         ax.set_xlabel("the paper's value", fontsize=8)
         ax.set_ylabel("ours − paper", fontsize=8)
@@ -399,36 +401,51 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
 
 
 def _default_rows(rows: list[dict]) -> list[dict]:
-    """The rows at the default settings, measured in the way most of them were (:func:`prevailing_evaluation`),
-    so that one row measured another way cannot take a table over."""
+    """The rows at the default settings, each data set's measured the way most of its cells were
+    (:func:`prevailing_evaluation`): one row measured another way cannot take a table over, and no
+    data set drops out of it. Summarise them with ``apart=False``."""
     defaults = [r for r in rows if not variant(r, False)]
-    way = prevailing_evaluation(defaults)
-    return [r for r in defaults if _evaluation(r) == way]
+    by_dataset: dict[str, list[dict]] = defaultdict(list)
+    for r in defaults:
+        by_dataset[r["dataset"]].append(r)
+    usual = prevailing_evaluation(defaults)  # (a data set's tie goes the file's way)
+    way = {d: prevailing_evaluation(rs, usual) for d, rs in by_dataset.items()}
+    return [r for r in defaults if _evaluation(r) == way[r["dataset"]]]
 
 
 def _measured(every: list[dict], shown: list[dict]) -> str:
-    """Where ``every`` row was not measured one way: ", measured with predict_samples=…, shapiro_points=…"
-    (how the ``shown`` rows were)."""
+    """Where ``every`` row was not measured one way: how the ``shown`` rows were, the most common way
+    first, then the data sets measured otherwise (", measured with predict_samples=…, shapiro_points=…")."""
     if not shown or not mixed_evaluation(every):
         return ""
-    return ", measured with " + ", ".join(f"{k}={v}" for k, v in zip(EVALUATION, _evaluation(shown[0])))
+    ways = {r["dataset"]: _evaluation(r) for r in shown}
+    common = prevailing_evaluation(shown)
+    words = lambda way: ", ".join(f"{k}={v}" for k, v in zip(EVALUATION, way))  # noqa: E731
+    others = defaultdict(list)
+    for d, way in ways.items():
+        if way != common:
+            others[way].append(d)
+    return ", measured with " + words(common) + "".join(f" ({', '.join(ds)}: {words(w)})" for w, ds in others.items())
 
 
 def _evaluation(row: dict) -> tuple:
     return tuple(str(row[k]) for k in EVALUATION)
 
 
-def prevailing_evaluation(rows: list[dict]) -> tuple | None:
-    """The way (:data:`~deepgp.benchmark.runner.EVALUATION`'s values, as text) most of ``rows`` were
-    measured; on a tie, the defaults' way if it is among the most, else the first found."""
-    counts: dict[tuple, int] = defaultdict(int)
+def prevailing_evaluation(rows: list[dict], prefer: tuple | None = None) -> tuple | None:
+    """The way (:data:`~deepgp.benchmark.runner.EVALUATION`'s values, as text) most cells (dataset, model,
+    method) of ``rows`` were measured, whatever their snapshots and splits; on a tie, ``prefer`` if it is
+    among the most, else the defaults' way if it is, else the first found."""
+    cells: dict[tuple, set] = defaultdict(set)
     for r in rows:
-        counts[_evaluation(r)] += 1
-    if not counts:
+        cells[_evaluation(r)].add((r["dataset"], r["model"], r["method"]))
+    if not cells:
         return None
-    most = max(counts.values())
-    usual = tuple(str(SETTINGS[k].default) for k in EVALUATION)
-    return usual if counts.get(usual) == most else next(w for w, n in counts.items() if n == most)
+    most = max(map(len, cells.values()))
+    for way in (prefer, tuple(str(SETTINGS[k].default) for k in EVALUATION)):
+        if len(cells.get(way, ())) == most:
+            return way
+    return next(w for w, c in cells.items() if len(c) == most)
 
 
 def render_matrix(results, paper, metric: str, title: str, digits: int = 2) -> str:
@@ -437,7 +454,7 @@ def render_matrix(results, paper, metric: str, title: str, digits: int = 2) -> s
     ``results``, one column per method of the paper (then any method of ours it lacks), "ours / paper"."""
     every = load_results(results).rows
     rows = _default_rows(every)
-    groups = summarise(rows, metric)
+    groups = summarise(rows, metric, apart=False)
     paper_table = read_paper(paper)
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     methods = list(dict.fromkeys([k[1:] for k in paper_table] + [g[1:3] for g in groups]))
@@ -478,9 +495,9 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
 
     every = load_results(results).rows
     rows = _default_rows(every)
-    groups = summarise(rows, metric)
-    w_ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in summarise(rows, "shapiro_median").items()}
-    budget = {g[:3]: max(v.values()) for g, v in summarise(rows, "iterations").items()}
+    groups = summarise(rows, metric, apart=False)
+    w_ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in summarise(rows, "shapiro_median", False).items()}
+    budget = {g[:3]: max(v.values()) for g, v in summarise(rows, "iterations", False).items()}
     paper_table = read_paper(paper) if paper else {}
     paper_w = {k: v[0] for k, v in read_paper(shapiro).items()} if shapiro else {}
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))

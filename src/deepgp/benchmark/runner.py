@@ -216,9 +216,10 @@ def unread_settings(model: str, method: str) -> set[str]:
     is the run without it (and is not run again), and neither is GP (VI) beside ``--sghmc-step``.
 
     A network (Linear, CVAE-...) reads only ``latent_dim`` and ``dtype`` of ModelConfig; a spec without
-    inner GP layers (GP, LV-GP) none of the inner layers' settings, one without LV layers none of the
-    encoder's; the SGHMC settings are read by ``sghmc`` only, the natural-gradient ones by ``vi``/``iw``
-    deep GPs only (the baselines' optimiser is Adam's schedule alone), ``dreg`` by ``iw`` with LV layers."""
+    inner GP layers (GP, LV-GP) none of the inner layers' settings (nor ``natgrad_inner``), one without
+    LV layers none of the encoder's, SGHMC not ``inner_q_sqrt``; the SGHMC settings are read by ``sghmc``
+    only, the natural-gradient ones by ``vi``/``iw`` deep GPs only (the baselines' optimiser is Adam's
+    schedule alone), ``dreg`` by ``iw`` with LV layers."""
     from ..baselines import network_name
     from ..model import parse_spec
 
@@ -231,10 +232,12 @@ def unread_settings(model: str, method: str) -> set[str]:
     tokens = parse_spec(model)
     unread = set() if "LV" in tokens else set(_ENCODER)
     if tokens.count("GP") == 1:
-        unread |= set(_INNER)
+        unread |= {*_INNER, "natgrad_inner"}
     if method != "iw" or "LV" not in tokens:
         unread.add("dreg")  # (importance weights over latent draws only)
-    return unread | (set(_NATGRAD) if method == "sghmc" else sghmc)
+    if method == "sghmc":  # (its q(v) is a point: q_sqrt is zeroed whatever its start)
+        return unread | set(_NATGRAD) | {"inner_q_sqrt"}
+    return unread | sghmc
 
 
 def _usual(name: str, recipe: str):
