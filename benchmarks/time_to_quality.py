@@ -29,6 +29,7 @@ rows and evaluation points: this script writes them to a temporary file for it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -75,6 +76,16 @@ def run_key(args, overrides: dict) -> dict:
     return dict(system="gpflux" if args.peers else "deepgp", dataset=args.dataset, model=args.model,
                 method=args.method, split=args.split, part=args.part, recipe=args.recipe,
                 overrides=dict(sorted(overrides.items())), points=args.points, draws=args.draws)
+
+
+def without_defaults(overrides: dict) -> dict:
+    """``overrides`` less those that set a ModelConfig or TrainConfig field to its declared default: the
+    default run's key is ``{}`` however it was asked for (a default that changes moves the old runs' key;
+    they are rewritten with their value, see git history)."""
+    from deepgp.config import ModelConfig, TrainConfig
+
+    defaults = {f.name: f.default for c in (ModelConfig, TrainConfig) for f in dataclasses.fields(c)}
+    return {k: v for k, v in overrides.items() if k not in defaults or defaults[k] is None or v != defaults[k]}
 
 
 def key_text(key: dict) -> str:
@@ -163,7 +174,7 @@ def run_deepgp(args, overrides: dict, key: dict, out: Path) -> None:
                       mixture=metrics["test_loglik_mixture"], rmse=metrics["test_rmse"], n_train=len(X),
                       n_eval=len(Xe), resolved={k: v for k, v in vars(train_cfg.resolved()).items()
                                                 if k in ("lr", "gamma", "gamma_warmup", "decay", "decay_every",
-                                                         "natgrad_inner")})
+                                                         "natgrad_inner", "inner_sampling", "dreg")})
         append(out, record)
         print(f"{args.dataset} {args.model} {args.method} s{args.split} {args.part} {args.recipe} {overrides or ''} "
               f"@{iterations}: mixture {record['mixture']:.3f} kde {record['kde']:.3f} rmse {record['rmse']:.3f} "
@@ -279,7 +290,7 @@ def main() -> None:
     for item in args.set:
         name, _, value = item.partition("=")
         overrides[name.strip()] = parse_value(value)
-    key = run_key(args, overrides)
+    key = run_key(args, without_defaults(overrides))
     if args.peers:
         if overrides or args.method != "vi":
             raise SystemExit("--peers trains GPflux's own recipe by VI: no --set, --method vi")

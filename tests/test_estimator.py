@@ -100,9 +100,9 @@ def test_errors(tmp_path):
 def test_inner_sampling_is_a_parameter_that_reaches_training():
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((40, 2)), rng.standard_normal(40)
-    joint = tiny(model="LV-GP-GP").fit(X, y)
-    independent = tiny(model="LV-GP-GP", inner_sampling="independent").fit(X, y)
-    assert joint.get_params()["inner_sampling"] == "joint"
+    joint = tiny(model="LV-GP-GP", inner_sampling="joint").fit(X, y)
+    independent = tiny(model="LV-GP-GP").fit(X, y)
+    assert independent.get_params()["inner_sampling"] == "independent"
     assert not np.allclose(joint.history_, independent.history_)
 
 

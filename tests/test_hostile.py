@@ -126,7 +126,9 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
     out = ["--out", str(tmp / "m.safetensors")]
     return [
         ([*fit, "--lr", "1000", "--model", "LV-GP-GP", *out], 1, "lr=1000"),
-        ([*fit, "--lr", "10", "--model", "LV-GP-GP", "--iterations", "200", *out], 1, "smaller learning rate"),
+        # (joint draws: a K × K Cholesky that a diverging step breaks)
+        ([*fit, "--lr", "10", "--model", "LV-GP-GP", "--inner-sampling", "joint", "--iterations", "200", *out], 1,
+         "smaller learning rate"),
         ([*fit, "--out", str(tmp / "nowhere" / "m.safetensors")], 2, "nowhere does not exist"),
         ([*fit, "--out", str(tmp)], 2, "it is a folder"),
         ([*fit, "--lr", "nan"], 2, "argument --lr: must be a finite number > 0"),

@@ -231,8 +231,8 @@ def test_dreg_needs_independent_inner_draws():
     with pytest.raises(ValueError, match="independent"):
         model.elbo(X, Y, "iw", 3, "joint", dreg=True)
     with pytest.raises(ValueError, match="dreg needs inner_sampling='independent'"):
-        deepgp.fit(model, X.numpy(), Y.numpy(), config=TrainConfig(method="iw", dreg=True, iterations=3),
-                   progress=False)
+        deepgp.fit(model, X.numpy(), Y.numpy(), config=TrainConfig(method="iw", inner_sampling="joint", dreg=True,
+                                                                   iterations=3), progress=False)
     gp, _, _ = gp_model()  # (no importance weights over latents: no effect)
     deepgp.fit(gp, gp.final_layer.Z.detach().numpy(), np.zeros((10, 1)), method="iw", dreg=True, iterations=2,
                progress=False)

@@ -135,8 +135,9 @@ class TrainConfig:
     method: str = setting("iw", "objective: vi (doubly stochastic VI) or iw (importance-weighted, the paper's "
                                 "recommendation for LV models)", choices=METHODS)
     num_samples: int = setting(5, "K, importance samples per point for iw (Monte Carlo samples for vi)")
-    inner_sampling: str = setting("joint", "iw: one inner-layer draw shared by a point's K samples (the paper's text) "
-                                           "or one per sample (the paper's code)", choices=INNER_SAMPLING)
+    inner_sampling: str = setting("independent", "iw: one inner-layer draw per sample (the paper's code; the default, "
+                                                 "chosen by measurement) or one shared by a point's K samples (its "
+                                                 "text, a bound for every K)", choices=INNER_SAMPLING, legacy="joint")
     dreg: bool = setting(False, "iw with inner_sampling independent: doubly reparameterised gradients for the "
                                 "encoders of q(w) (Tucker et al. 2018)", legacy=False)
     iterations: int = setting(5000, "training iterations (one minibatch each)", minimum=0)

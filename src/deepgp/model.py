@@ -352,13 +352,13 @@ class DeepGP(nn.Module):
         return mean, var, log_ratio, kl_w
 
     # -- objectives ---------------------------------------------------------------------------
-    def elbo(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "joint",
+    def elbo(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "independent",
              dreg: bool = False) -> torch.Tensor:
         """Unbiased minibatch estimate of the VI or IW bound, scaled to the full data size N.
 
         X [B, D], Y [B, D_y] (numpy or torch). ``method="iw"`` uses K = num_samples importance
-        samples; ``inner_sampling`` chooses how inner layers are sampled across them ("joint",
-        the paper; "independent", the released code); ``dreg`` gives the encoders DReG's gradient
+        samples; ``inner_sampling`` chooses how inner layers are sampled across them ("independent",
+        the released code and the default; "joint", the paper's text); ``dreg`` gives the encoders DReG's gradient
         (:func:`~deepgp.objectives.elbo_iw`). Returns a scalar tensor.
         """
         X, Y = self._data(X, Y)
@@ -370,7 +370,7 @@ class DeepGP(nn.Module):
             return objectives.elbo_iw(self, X, Y, num_samples, inner_sampling, dreg)
         raise ValueError(f"method must be 'vi' or 'iw', got {method!r}")
 
-    def forward(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "joint",
+    def forward(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "independent",
                 dreg: bool = False) -> torch.Tensor:
         """The bound (:meth:`elbo`), so that ``torch.func.functional_call`` works on a DeepGP."""
         return self.elbo(X, Y, method, num_samples, inner_sampling, dreg)

@@ -40,14 +40,16 @@ def check_dreg(inner_sampling: str) -> None:
 
 
 def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5,
-            inner_sampling: str = "joint", dreg: bool = False) -> torch.Tensor:
+            inner_sampling: str = "independent", dreg: bool = False) -> torch.Tensor:
     """The importance-weighted bound (paper eq. 11; docs/math.md §8):
 
         (N/B) Σ_n [ logsumexp_k ℓ_n^k − log K ] − Σ_layers KL(q(v) ‖ p(v)),
         ℓ_n^k = E_q(f) log p(y_n | f(h_n^k)) + Σ_LV [log p(w_n^k) − log q(w_n^k)].
 
-    ``inner_sampling="joint"`` draws one function per point shared by its K samples (the paper);
-    ``"independent"`` draws per (point, sample) as the released code did (docs/paper-vs-code.md §2.4).
+    ``inner_sampling="independent"`` (the default) draws per (point, sample), as the released code did:
+    the inner draws become part of each sample's proposal, and the estimate is a bound for small K but
+    not for every K (docs/paper-vs-code.md §2.4); ``"joint"`` draws one function per point shared by its
+    K samples, the paper's eq. (11), a bound for every K.
     A model without LV layers has no importance weights: this is then the doubly stochastic
     bound, computed as ``elbo_vi`` averaging the K samples (same expectation, lower variance).
 

@@ -255,7 +255,7 @@ def write_results(path, cells: dict, recipe="fast", iterations=10, shapiro=0.98,
         for (d, m, me), vals in cells.items():
             for s, v in enumerate(vals):
                 f.write(runner.format_row(base | dict(
-                    dataset=d, model=m, method=me, split=s, seed=s, inner_sampling="joint" if me == "iw" else "-",
+                    dataset=d, model=m, method=me, split=s, seed=s, inner_sampling="independent" if me == "iw" else "-",
                     num_samples=5 if me == "iw" else 1, test_loglik_kde=float(v), iterations=iterations,
                     shapiro_median=shapiro)))
 

@@ -20,7 +20,7 @@ def write_results(path, values, iterations=10):
     runner.prepare_results(path)
     with open(path, "a") as f:
         for (d, m, me, *sampling), vals in values.items():
-            inner = sampling[0] if sampling else ("joint" if me == "iw" else "-")
+            inner = sampling[0] if sampling else (runner.SETTINGS["inner_sampling"].default if me == "iw" else "-")
             for s, v in enumerate(vals):
                 f.write(runner.format_row(base | dict(dataset=d, model=m, method=me, split=s, seed=s,
                                                       inner_sampling=inner, test_loglik_kde=float(v),
@@ -67,10 +67,10 @@ def test_variants_are_reported_apart_and_against_the_same_paper_value(tmp_path):
     paper.write_text("dataset,N,D,GP_VI,GP_VI_se,LV-GP-GP_IWVI,LV-GP-GP_IWVI_se\nboston,506,13,0.02,0.00,0.14,0.00\n")
     results = tmp_path / "r.csv"
     write_results(results, {("boston", "GP", "vi"): [0.0], ("boston", "LV-GP-GP", "iw"): [-0.1],
-                            ("boston", "LV-GP-GP", "iw", "independent"): [0.1]})
+                            ("boston", "LV-GP-GP", "iw", "joint"): [0.1]})
     text = report.render_report(results, paper)
     assert "| boston | LV-GP-GP (IWVI) | 1 | -0.10 | 0.14 (0.00) | -0.24 |" in text
-    assert "| boston | LV-GP-GP (IWVI, independent inner draws) | 1 | 0.10 | 0.14 (0.00) | -0.04 |" in text
+    assert "| boston | LV-GP-GP (IWVI, joint inner draws) | 1 | 0.10 | 0.14 (0.00) | -0.04 |" in text
     assert "| boston | -0.02 ✓ | -0.24 ✗ | -0.04 ✓ |" in text  # one column each, the same paper value
     assert text.count("within 0.1 nats of the paper or better on") == 2
 

@@ -160,8 +160,8 @@ def test_cli_benchmark_and_report(data_dir, tmp_path, capsys):
     # measured one way throughout (fewer draws than the default): said once, beside the budget
     out = capsys.readouterr().out
     assert "| toya | LV-GP (VI) | 1 |" in out and "40 predictive draws, Shapiro-Wilk on the first 5 test points" in out
-    assert main(args[:4] + ["LV-GP:iw", "--inner-sampling", "independent", "--dtype", "float32"] + args[5:]) == 0
-    assert ("toya LV-GP iw split 0 seed 0 (independent inner draws, float32, predict_samples=40, shapiro_points=5)"
+    assert main(args[:4] + ["LV-GP:iw", "--inner-sampling", "joint", "--dtype", "float32"] + args[5:]) == 0
+    assert ("toya LV-GP iw split 0 seed 0 (joint inner draws, float32, predict_samples=40, shapiro_points=5)"
             in capsys.readouterr().out)
     assert main(["benchmark", "--datasets", "nonesuch", "--data-dir", str(tmp_path), "--results", str(results)]) == 2
     assert "not found" in capsys.readouterr().err
@@ -172,17 +172,17 @@ def test_inner_sampling_and_dtype_are_row_keys(data_dir, tmp_path):
     pairs = (("GP", "vi"), ("LV-GP-GP", "iw"))
     base = runner.make_configs(["toya"], pairs, [0], iterations=3, data_dir=str(data_dir), **FAST)
     other = runner.make_configs(["toya"], pairs, [0], iterations=3, data_dir=str(data_dir),
-                                inner_sampling="independent",
+                                inner_sampling="joint",
                                 dtype="float32", **FAST)
     assert runner.run_benchmark(base, results, log=lambda m: None) == 0
     calls = []
     runner.run_benchmark(other, results, run=lambda c: calls.append(c) or runner.run_config(c), log=lambda m: None)
     assert [(c["model"], c["inner_sampling"], c["dtype"]) for c in calls] == [
-        ("GP", "-", "float32"), ("LV-GP-GP", "independent", "float32")]  # nothing reused from the float64 rows
+        ("GP", "-", "float32"), ("LV-GP-GP", "joint", "float32")]  # nothing reused from the float64 rows
     rows = runner.read_results(results)
     assert sorted((r["model"], r["inner_sampling"], r["dtype"]) for r in rows) == [
-        ("GP", "-", "float32"), ("GP", "-", "float64"), ("LV-GP-GP", "independent", "float32"),
-        ("LV-GP-GP", "joint", "float64")]
+        ("GP", "-", "float32"), ("GP", "-", "float64"), ("LV-GP-GP", "independent", "float64"),
+        ("LV-GP-GP", "joint", "float32")]
     lv = {r["inner_sampling"]: r for r in rows if r["model"] == "LV-GP-GP"}
     assert lv["joint"]["bound"] != lv["independent"]["bound"]
 
@@ -193,7 +193,7 @@ def test_a_results_file_from_before_the_new_columns_is_migrated_and_resumed(data
     # runs used them
     fast = {k: v for k, v in FAST.items() if k not in ("predict_samples", "shapiro_points")}
     todo = runner.make_configs(["toya", "toyb"], (("GP", "vi"), ("LV-GP", "iw")), (0,), iterations=3,
-                               data_dir=str(data_dir), recipe="paper", **fast)
+                               data_dir=str(data_dir), recipe="paper", inner_sampling="joint", **fast)
     runner.run_benchmark(todo, results, log=lambda m: None)
     # rewrite it as the previous format wrote it: no inner_sampling / dtype columns, nor most settings
     old_columns = OLD_COLUMNS

@@ -590,7 +590,8 @@ def variant(row: dict, evaluation: bool = True) -> str:
     """The row's non-default settings in words ("" for the defaults): what tells two rows of one
     (dataset, model, method) apart in the report. ``evaluation=False`` leaves out how the model was
     measured (:data:`EVALUATION`: the report names those beside the budget) and keeps what it is."""
-    parts = ["independent inner draws"] if row.get("inner_sampling") == "independent" else []
+    sampling = row.get("inner_sampling", SETTINGS["inner_sampling"].default)
+    parts = [f"{sampling} inner draws"] if sampling not in ("-", SETTINGS["inner_sampling"].default) else []
     if row.get("dtype", "float64") != "float64":
         parts.append(row["dtype"])
     recipe = RECIPE_VALUES.get(row.get("recipe"), {})
