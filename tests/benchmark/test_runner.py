@@ -160,8 +160,8 @@ def test_cli_benchmark_and_report(data_dir, tmp_path, capsys):
     # measured one way throughout (fewer draws than the default): said once, beside the budget
     out = capsys.readouterr().out
     assert "| toya | LV-GP (VI) | 1 |" in out and "40 predictive draws, Shapiro-Wilk on the first 5 test points" in out
-    assert main(args[:4] + ["LV-GP:iw", "--inner-sampling", "joint", "--dtype", "float32"] + args[5:]) == 0
-    assert ("toya LV-GP iw split 0 seed 0 (joint inner draws, float32, predict_samples=40, shapiro_points=5)"
+    assert main(args[:4] + ["LV-GP-GP:iw", "--inner-sampling", "joint", "--dtype", "float32"] + args[5:]) == 0
+    assert ("toya LV-GP-GP iw split 0 seed 0 (joint inner draws, float32, predict_samples=40, shapiro_points=5)"
             in capsys.readouterr().out)
     assert main(["benchmark", "--datasets", "nonesuch", "--data-dir", str(tmp_path), "--results", str(results)]) == 2
     assert "not found" in capsys.readouterr().err
@@ -192,7 +192,7 @@ def test_a_results_file_from_before_the_new_columns_is_migrated_and_resumed(data
     # settings the old format did not record are read as their defaults (the recipe as "paper"): these
     # runs used them
     fast = {k: v for k, v in FAST.items() if k not in ("predict_samples", "shapiro_points")}
-    todo = runner.make_configs(["toya", "toyb"], (("GP", "vi"), ("LV-GP", "iw")), (0,), iterations=3,
+    todo = runner.make_configs(["toya", "toyb"], (("GP", "vi"), ("LV-GP-GP", "iw")), (0,), iterations=3,
                                data_dir=str(data_dir), recipe="paper", inner_sampling="joint", **fast)
     runner.run_benchmark(todo, results, log=lambda m: None)
     # rewrite it as the previous format wrote it: no inner_sampling / dtype columns, nor most settings
@@ -642,7 +642,7 @@ def test_cli_snapshots_then_the_reports_trend(data_dir, tmp_path, capsys):
 OTHER = dict(hidden_dim=1, inner_width="hidden", inner_q_sqrt=0.3, train_inner_kernel_variance=True, latent_dim=2,
              encoder_hidden=(5,), encoder_std="exp", kernel="matern52", likelihood_variance=0.2, gamma=0.3,
              gamma_warmup=0, natgrad=False, natgrad_inner=True, sghmc_samples=7, sghmc_thinning=2, sghmc_step=0.02,
-             sghmc_mdecay=0.1, sghmc_window=3, dreg=True)
+             sghmc_mdecay=0.1, sghmc_window=3, dreg=True, inner_sampling="joint")
 
 
 @pytest.mark.parametrize("model, method", [("Linear", "vi"), ("CVAE-5", "iw"), ("GP", "sghmc"), ("GP-GP", "sghmc"),
@@ -664,3 +664,19 @@ def test_a_setting_a_model_does_not_read_neither_changes_its_numbers_nor_splits_
     (other,) = runner.make_configs(["toya"], [(model, method)], [0], iterations=4,
                                    **schedule | {read: OTHER.get(read, 0.03)})
     assert runner.config_key(other) != runner.config_key(usual)
+
+
+def test_rows_are_read_with_the_settings_their_model_does_not_read_at_defaults(tmp_path):
+    """Rows written before a setting was normalised (LV-GP by IW with joint draws, which it does not
+    have; Linear with an SGHMC setting) are read as make_configs now records them, so they match."""
+    (lv, linear) = runner.make_configs(["toya"], [("LV-GP", "iw"), ("Linear", "vi")], [0], iterations=3, **FAST)
+    results = tmp_path / "r.csv"
+    runner.prepare_results(results)
+    with open(results, "a") as f:
+        for config, changed in ((lv, dict(inner_sampling="joint")), (linear, dict(sghmc_samples=5))):
+            row = {k: config[k] for k in runner.KEY} | {k: 0.0 for k in runner.METRICS}
+            f.write(runner.format_row(row | dict(iterations=3, seconds=1.0, n_train=1, n_test=1, deepgp="x", torch="x",
+                                                 numpy="x", python="x", device="cpu") | changed))
+    rows = runner.read_results(results)
+    assert [runner.config_key(r) for r in rows] == [runner.config_key(lv), runner.config_key(linear)]
+    assert rows[0]["inner_sampling"] == "independent" and rows[1]["sghmc_samples"] == 2000  # (typed as read)

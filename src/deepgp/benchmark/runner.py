@@ -235,6 +235,8 @@ def unread_settings(model: str, method: str) -> set[str]:
         unread |= {*_INNER, "natgrad_inner"}
     if method != "iw" or "LV" not in tokens:
         unread.add("dreg")  # (importance weights over latent draws only)
+    elif tokens.count("GP") == 1:
+        unread.add("inner_sampling")  # (LV-GP: no inner GP layer to draw jointly or per sample)
     if method == "sghmc":  # (its q(v) is a point: q_sqrt is zeroed whatever its start)
         return unread | set(_NATGRAD) | {"inner_q_sqrt"}
     return unread | sghmc
@@ -383,7 +385,8 @@ def _fields(line: bytes) -> list[str] | None:
 
 
 def _parse_row(header: list[str], line: bytes) -> dict | None:
-    """One typed row, or None where the line is damaged."""
+    """One typed row, or None where the line is damaged. Settings its model does not read
+    (:func:`unread_settings`) are read as their defaults."""
     values = _fields(line)
     if values is None or len(values) != len(header):
         return None
@@ -393,6 +396,10 @@ def _parse_row(header: list[str], line: bytes) -> dict | None:
     for column in KEY:
         if column not in row:
             row[column] = _missing(row, column)
+    try:  # a setting the model does not read, as make_configs records it (so old rows match new keys)
+        row.update({name: _text(_usual(name, row["recipe"])) for name in unread_settings(row["model"], row["method"])})
+    except (ValueError, KeyError):
+        return None
     try:
         for k in _INTS:
             if k in row:
