@@ -80,8 +80,8 @@ def run_key(args, overrides: dict) -> dict:
 
 def without_defaults(overrides: dict) -> dict:
     """``overrides`` less those that set a ModelConfig or TrainConfig field to its declared default: the
-    default run's key is ``{}`` however it was asked for (a default that changes moves the old runs' key;
-    they are rewritten with their value, see git history)."""
+    default run's key is ``{}`` however it was asked for (where a default changes, the rows run at the old
+    one name its value in their key)."""
     from deepgp.config import ModelConfig, TrainConfig
 
     defaults = {f.name: f.default for c in (ModelConfig, TrainConfig) for f in dataclasses.fields(c)}

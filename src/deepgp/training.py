@@ -124,7 +124,7 @@ def fit(
     effective.update(batch_size=min(batch_size, X.shape[0]), inner_sampling=inner_sampling if method == "iw" else "-")
     fingerprint = None if checkpoint is None else _fingerprint(model, X, Y, effective)
     model.num_data = X.shape[0]
-    if cfg.dreg and method == "iw" and model.has_latent and inner_sampling != "independent":
+    if cfg.dreg and method == "iw" and model.has_latent:
         objectives.check_dreg(inner_sampling)  # now, not at the first step
     objective = (partial(objectives.elbo_iw, num_samples=num_samples, inner_sampling=inner_sampling, dreg=cfg.dreg)
                  if method == "iw" else partial(objectives.elbo_vi, num_samples=num_samples))

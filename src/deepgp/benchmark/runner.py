@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import hashlib
 import io
 import itertools
@@ -210,7 +211,8 @@ _ENCODER = ("latent_dim", "encoder_hidden", "encoder_std")  # read by LV layers
 _NATGRAD = ("gamma", "gamma_warmup", "natgrad", "natgrad_inner")  # read by the VI/IW deep GPs' optimiser
 
 
-def unread_settings(model: str, method: str) -> set[str]:
+@functools.cache  # (read for every row of a results file)
+def unread_settings(model: str, method: str) -> frozenset[str]:
     """The settings that ``model`` trained by ``method`` never reads. :func:`make_configs` records them at
     their defaults, so that they never split a key: Linear or CVAE-50 run beside ``--inner-width hidden``
     is the run without it (and is not run again), and neither is GP (VI) beside ``--sghmc-step``.
@@ -228,7 +230,7 @@ def unread_settings(model: str, method: str) -> set[str]:
         # (num_inducing stays in the key: the report names a row's budget by it)
         architecture = {f.name for f in dataclasses.fields(ModelConfig)} - {"model", "latent_dim", "dtype",
                                                                              "num_inducing"}
-        return architecture | set(_NATGRAD) | sghmc | {"dreg"}
+        return frozenset(architecture | set(_NATGRAD) | sghmc | {"dreg"})
     tokens = parse_spec(model)
     unread = set() if "LV" in tokens else set(_ENCODER)
     if tokens.count("GP") == 1:
@@ -238,8 +240,8 @@ def unread_settings(model: str, method: str) -> set[str]:
     elif tokens.count("GP") == 1:
         unread.add("inner_sampling")  # (LV-GP: no inner GP layer to draw jointly or per sample)
     if method == "sghmc":  # (its q(v) is a point: q_sqrt is zeroed whatever its start)
-        return unread | set(_NATGRAD) | {"inner_q_sqrt"}
-    return unread | sghmc
+        return frozenset(unread | set(_NATGRAD) | {"inner_q_sqrt"})
+    return frozenset(unread | sghmc)
 
 
 def _usual(name: str, recipe: str):
