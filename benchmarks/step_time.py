@@ -1,7 +1,8 @@
 """Seconds per full training iteration of deepgp (and, with --peers, GPflux and GPyTorch).
 
     .venv/bin/python benchmarks/step_time.py [--dataset kin8nm] [--iterations 100] [--threads 1,2]
-        [--models GP-GP-GP,LV-GP-GP,LV-GP-GP-GP] [--peers] [--json benchmarks/results/FILE.json]
+        [--models GP-GP-GP,LV-GP-GP,LV-GP-GP-GP] [--inner-sampling independent,joint] [--peers]
+        [--json benchmarks/results/FILE.json]
 
 One iteration is exactly what ``deepgp.fit`` does per step (one minibatch of B=512, the bound,
 backward, Adam step, natural-gradient step on the final layer's q(v)); M=128 inducing points,
@@ -89,11 +90,22 @@ def _natgrad_adam(model, adam_params: int) -> float:
     return L * (2.0 * M**3 + M**3 + 20.0 / 3.0 * M**3) + 12.0 * adam_params
 
 
-def our_flops(model, batch: int, num_samples: int, method: str) -> dict:
-    """FLOPs of one ``deepgp.fit`` iteration of this model, as the code computes it."""
+def _default_inner_sampling() -> str:
+    """The timed library's default: joint in commits from before the setting existed."""
+    try:
+        from deepgp.config import TrainConfig
+    except ImportError:
+        return "joint"
+    return getattr(TrainConfig(), "inner_sampling", "joint")
+
+
+def our_flops(model, batch: int, num_samples: int, method: str, inner_sampling: str = "independent") -> dict:
+    """FLOPs of one ``deepgp.fit`` iteration of this model, as the code computes it: IW with joint inner
+    draws takes each point's K samples through the inner layers as one group (K×K Cholesky); per-sample
+    draws take B·K single points."""
     from deepgp import GPLayer, LatentVariableLayer
 
-    joint = method == "iw" and model.has_latent
+    joint = method == "iw" and model.has_latent and inner_sampling == "joint"
     G, P = (batch, 1) if joint else (batch * num_samples, 1)
     fwd = 0.0
     for layer in model.layers[:-1]:
@@ -169,15 +181,19 @@ def worker(args) -> None:
     rss_before = common.peak_rss_mb()
     clock = common.StepClock(args.warmup)
     load0 = os.getloadavg()[0]
+    # only passed when asked for: an older commit's fit, timed by this script, may not know the setting
+    sampling = {"inner_sampling": args.inner_sampling} if args.inner_sampling else {}
     deepgp.fit(model, X, Y, method, K, iterations=args.warmup + args.iterations, batch_size=common.BATCH,
-               progress=False, callback=clock.tick)
+               progress=False, callback=clock.tick, **sampling)
+    inner_sampling = args.inner_sampling or _default_inner_sampling()
     other = clock.other_cores_busy()
     stats = common.step_stats(clock.stamps, args.warmup)
     rate = gemm_rate(torch)
-    ours, dense = our_flops(model, common.BATCH, K, method), dense_flops(model, common.BATCH, K, method)
+    ours = our_flops(model, common.BATCH, K, method, inner_sampling)
+    dense = dense_flops(model, common.BATCH, K, method)
     common.emit(dict(
         name="deepgp", model=args.worker, method=method, num_samples=K, threads=args.threads, dataset=args.dataset,
-        dtype=args.dtype,
+        dtype=args.dtype, inner_sampling=inner_sampling if method == "iw" else "-",
         **stats, **rate, flops_ours=ours["total"], flops_dense=dense["total"],
         floor_ours_s=ours["total"] / (rate["gemm_gflops"] * 1e9),
         floor_dense_s=dense["total"] / (rate["gemm_gflops"] * 1e9),
@@ -265,13 +281,24 @@ def table(results: list[dict]) -> str:
             rows.append(f"| {r['label']} | failed: {r['error'][:100]} |" + " |" * 12)
             continue
         rows.append(
-            f"| {r['model']} | {r['method'].upper()} K={r['num_samples']} | {r['threads']} "
+            f"| {r['model']} | {r['method'].upper()} K={r['num_samples']}"
+            f"{', joint' if r.get('inner_sampling') == 'joint' else ''} | {r['threads']} "
             f"| {fmt(r['median_s'], '.1f', 1e3)} "
             f"| {fmt(r['q1_s'], '.1f', 1e3)}–{fmt(r['q3_s'], '.1f', 1e3)} | {fmt(r['flops_ours'], '.2f', 1e-9)} "
             f"| {fmt(r['flops_dense'], '.2f', 1e-9)} | {fmt(r['gemm_gflops'])} | {fmt(r['floor_ours_s'], '.1f', 1e3)} "
             f"| {r['median_s'] / r['floor_ours_s']:.2f} | {r['median_s'] / r['floor_dense_s']:.2f} "
             f"| {r['peak_rss_mb']:.0f} | {r['loadavg_before']:.2f} | {r['other_cores_busy']:.2f} |"
         )
+    by_sampling = {(r["model"], r["threads"], r.get("inner_sampling")): r for r in results
+                   if r.get("name") == "deepgp" and not r.get("failed")}
+    pairs = [(m, t) for m, t, s in by_sampling if s == "independent" and (m, t, "joint") in by_sampling]
+    if pairs:
+        rows += ["", "| model | threads | per-sample / joint inner draws, ratio of medians "
+                 "| median of per-round ratios | GFLOP ratio |", "|---|---|---|---|---|"]
+        for m, t in pairs:
+            ind, joint = by_sampling[m, t, "independent"], by_sampling[m, t, "joint"]
+            rows.append(f"| {m} | {t} | {ind['median_s'] / joint['median_s']:.3f} "
+                        f"| {fmt(paired_ratio(ind, joint), '.3f')} | {ind['flops_ours'] / joint['flops_ours']:.2f} |")
     peers = [r for r in results if r.get("name") != "deepgp"]
     if peers:
         ours = {(r["model"], r["threads"]): r for r in results if r.get("name") == "deepgp"}
@@ -312,6 +339,9 @@ def main(argv=None) -> None:
                    help="deepgp's dtype (float32: the opt-in fast mode; floors stay float64 counts and rates)")
     p.add_argument("--peers-dtype", default="float64", choices=("float64", "float32"),
                    help="the peers' dtype (default float64, the benchmark setting, whatever --dtype is)")
+    p.add_argument("--inner-sampling", default="",
+                   help="IW's inner-layer draws, comma-separated to time both in the same rounds: independent, "
+                        "joint (the paper's text); default: the library's")
     p.add_argument("--rounds", type=int, default=1,
                    help="repeat every process this many times, round-robin; report the median round of each")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -332,6 +362,9 @@ def main(argv=None) -> None:
           f"torch {info['torch']}", file=sys.stderr, flush=True)
     common_args = ["--dataset", args.dataset, "--iterations", str(args.iterations), "--warmup", str(args.warmup)]
     ours_args = ["--dtype", args.dtype]
+    samplings = [s.strip() for s in args.inner_sampling.split(",") if s.strip()] or [""]
+    if any(s not in ("independent", "joint") for s in samplings if s):
+        p.error(f"--inner-sampling: {args.inner_sampling!r}; choose from independent, joint")
     runs: list[list[dict]] = []
     for r in range(args.rounds):
         if args.rounds > 1:
@@ -339,9 +372,11 @@ def main(argv=None) -> None:
         results = []
         for t in threads:
             for m in models:
-                cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", m, "--threads", str(t), *common_args,
-                       *ours_args]
-                results.append(run(cmd, f"deepgp {m} threads={t}"))
+                for s in samplings if MODELS[m][0] == "iw" else samplings[:1]:
+                    sampling = ["--inner-sampling", s] if s else []
+                    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", m, "--threads", str(t),
+                           *common_args, *ours_args, *sampling]
+                    results.append(run(cmd, f"deepgp {m} threads={t}{f' {s}' if s else ''}"))
             if args.peers or args.peers_only:
                 for name, script in PEERS.items():
                     if not Path(args.peers_python).exists():
