@@ -164,6 +164,8 @@ def run_deepgp(args, overrides: dict, key: dict, out: Path) -> None:
             seconds = done[iterations]["seconds"]
             continue
         model = DeepGP.from_config(model_cfg, X, Y, seed=args.split)
+        if not checkpoint.exists():  # training starts from iteration 0: the earlier snapshot's time is not part of it
+            seconds = 0.0
         t0 = time.perf_counter()
         history = fit(model, X, Y, config=train_cfg, iterations=iterations, checkpoint=checkpoint,
                       checkpoint_every=1000, progress=False)

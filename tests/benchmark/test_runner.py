@@ -520,6 +520,9 @@ def test_the_default_grid_is_table_s1_and_all_means_every_data_set_found(data_di
         return 0
 
     monkeypatch.setattr(runner, "run_benchmark", record)
+    # "all" also searches $DEEPGP_DATA and the cache: keep a developer's own folders out
+    monkeypatch.delenv("DEEPGP_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert main(["benchmark", "--datasets", "all", "--splits", "0", "--data-dir", str(data_dir),
                  "--results", str(tmp_path / "r.csv")]) == 0
     columns = {(c["model"], c["method"]) for c in seen["configs"]}
