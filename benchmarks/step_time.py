@@ -99,7 +99,7 @@ def _default_inner_sampling() -> str:
     return getattr(TrainConfig(), "inner_sampling", "joint")
 
 
-def our_flops(model, batch: int, num_samples: int, method: str, inner_sampling: str = "independent") -> dict:
+def our_flops(model, batch: int, num_samples: int, method: str, inner_sampling: str) -> dict:
     """FLOPs of one ``deepgp.fit`` iteration of this model, as the code computes it: IW with joint inner
     draws takes each point's K samples through the inner layers as one group (K×K Cholesky); per-sample
     draws take B·K single points."""
