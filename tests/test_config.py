@@ -32,3 +32,11 @@ def test_defaults_are_valid_and_values_are_normalised():
 def test_a_bad_setting_is_refused_by_name(config, settings, message):
     with pytest.raises(ValueError, match=message):
         config(**settings)
+
+
+def test_the_configs_are_exported_at_the_top_level():
+    import deepgp
+
+    assert deepgp.ModelConfig is ModelConfig and deepgp.TrainConfig is TrainConfig
+    assert {"ModelConfig", "TrainConfig"} <= set(deepgp.__all__)
+    assert all(hasattr(deepgp, name) for name in deepgp.__all__)

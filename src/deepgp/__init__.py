@@ -6,6 +6,7 @@ Variational Inference", ICML 2019.
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .config import ModelConfig, TrainConfig
 from .kernels import RBF, Matern52
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
@@ -22,7 +23,7 @@ except PackageNotFoundError:  # (running from a source tree that was never insta
 __all__ = [
     "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52",
     "CholeskyError", "NaturalGradientError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__",
-    "DeepGPRegressor",
+    "DeepGPRegressor", "ModelConfig", "TrainConfig",
 ]
 
 

@@ -520,8 +520,12 @@ def test_the_default_grid_is_table_s1_and_all_means_every_data_set_found(data_di
         return 0
 
     monkeypatch.setattr(runner, "run_benchmark", record)
-    # "all" also searches $DEEPGP_DATA and the cache: keep a developer's own folders out
-    monkeypatch.delenv("DEEPGP_DATA", raising=False)
+    # with --data-dir, "all" is that folder's data sets: not those in $DEEPGP_DATA or the cache
+    from deepgp.datasets import uci
+
+    uci.write_uci(tmp_path / "env" / "elsewhere.csv.gz", np.ones((4, 3)))
+    uci.write_uci(tmp_path / "cache" / "deepgp" / "uci" / "cached.csv.gz", np.ones((4, 3)))
+    monkeypatch.setenv("DEEPGP_DATA", str(tmp_path / "env"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert main(["benchmark", "--datasets", "all", "--splits", "0", "--data-dir", str(data_dir),
                  "--results", str(tmp_path / "r.csv")]) == 0

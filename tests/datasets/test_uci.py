@@ -32,6 +32,8 @@ def test_search_order_env_and_cache(tmp_path, monkeypatch):
     X, Y = uci.load_uci("toy")
     assert X.shape == (4, 2) and np.all(Y == 1)
     assert uci.list_uci() == ["toy"]
+    uci.write_uci(tmp_path / "given" / "mine.csv.gz", np.ones((4, 3)))
+    assert uci.list_uci(tmp_path / "given") == ["mine"]  # a folder named explicitly is the collection meant
 
 
 def test_missing_dataset_says_where_and_how(tmp_path, monkeypatch):

@@ -21,7 +21,8 @@ def register(sub) -> None:
         "are not running.",
     )
     p.add_argument("--datasets", default=",".join(DATASETS),
-                   help="comma-separated names, or 'all': every NAME.csv.gz found, smallest file first "
+                   help="comma-separated names, or 'all': every NAME.csv.gz in --data-dir (without it: in "
+                   "$DEEPGP_DATA and the cache), smallest file first "
                    "(default: the 10 most used in the paper's Table 1)")
     p.add_argument("--models", default=",".join(f"{model}:{method}" for model, method in CONFIGS + BASELINES),
                    help="comma-separated specs; MODEL:METHOD fixes the method, a bare MODEL is crossed with --methods "
@@ -100,7 +101,7 @@ def _benchmark(args) -> int:
     if datasets == ["all"]:
         datasets = sorted(list_uci(args.data_dir), key=lambda d: find_uci(d, args.data_dir).stat().st_size)
         if not datasets:
-            folders = ", ".join(map(str, search_dirs(args.data_dir)))
+            folders = args.data_dir or ", ".join(map(str, search_dirs()))
             raise FileNotFoundError(f"--datasets all: no NAME.csv.gz in {folders}")
     for d in datasets:
         find_uci(d, args.data_dir)  # fail now, with where it looked, not inside a worker later

@@ -291,7 +291,7 @@ def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolera
         raise ValueError(f"{results} has no cell that the paper's table {Path(paper).name} has")
     ncols = min(3, len(gaps))
     nrows = math.ceil(len(gaps) / ncols)
-    fig = Figure(figsize=(4.2 * ncols, 3.2 * nrows))
+    fig = Figure(figsize=(4.2 * ncols, 3.2 * nrows), layout="constrained")  # (room for the suptitle too)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     limit = 1.0
     for ax, (c, cells) in zip(axes.flat, gaps.items()):
@@ -308,7 +308,7 @@ def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolera
         within = sum(g.ok for g in cells)
         hidden = sum(not math.isfinite(g.paper) for g in cells)  # (the paper's −∞: no place on the x axis)
         ax.set_title(f"{label(*c)}: {within} of {sum(not math.isnan(g.diff) for g in cells)} within {tolerance}"
-                     + (f" ({hidden} at the paper's −∞ not drawn)" if hidden else ""), fontsize=9)
+                     + (f"\n({hidden} at the paper's −∞ not drawn)" if hidden else ""), fontsize=9)
         ax.set_ylim(-limit * 1.1, limit * 1.1)
         ax.set_xlabel("the paper's value", fontsize=8)
         ax.set_ylabel("ours − paper", fontsize=8)
@@ -316,7 +316,6 @@ def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolera
     for ax in list(axes.flat)[len(gaps):]:
         ax.set_visible(False)
     fig.suptitle(f"{metric}: ours against the paper ({Path(paper).name})", fontsize=10)
-    fig.tight_layout()
     return fig
 
 

@@ -130,9 +130,10 @@ def find_uci(name: str, data_dir=None) -> Path:
 
 
 def list_uci(data_dir=None) -> list[str]:
-    """Names of the data sets available in the searched folders (sorted, without duplicates)."""
+    """Names of the data sets in ``data_dir`` when given, else in ``$DEEPGP_DATA`` and the cache (sorted,
+    without duplicates): a folder named explicitly is the collection meant."""
     names = set()
-    for d in search_dirs(data_dir):
+    for d in [Path(data_dir)] if data_dir is not None else search_dirs():
         if d.is_dir():
             names.update(p.name[: -len(".csv.gz")] for p in d.glob("*.csv.gz"))
     return sorted(names)
