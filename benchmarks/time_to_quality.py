@@ -256,23 +256,37 @@ def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: 
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", default="kin8nm", help="a UCI name, or letters[:N] (the demo's letters, N points)")
+def add_run_arguments(p: argparse.ArgumentParser, dataset: str = "kin8nm") -> None:
+    """The arguments that name a run, its data and its checkpoint folder (shared with estimator_spread.py)."""
+    p.add_argument("--dataset", default=dataset, help="a UCI name, or letters[:N] (the demo's letters, N points)")
     p.add_argument("--model", default="LV-GP-GP")
     p.add_argument("--method", default="iw", choices=("vi", "iw"))
     p.add_argument("--split", type=int, default=0)
     p.add_argument("--recipe", default="fast", choices=("fast", "paper"))
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a ModelConfig or TrainConfig field (repeatable)")
-    p.add_argument("--part", default="test", choices=("test", "validation"))
-    p.add_argument("--snapshots", default=",".join(map(str, SNAPSHOTS)))
     p.add_argument("--points", type=int, default=2000, help="at most this many evaluation points")
     p.add_argument("--draws", type=int, default=2000, help="predictive draws per evaluation point")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--checkpoints", default=str(Path(tempfile.gettempdir()) / "deepgp-time-to-quality"))
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``--set NAME=VALUE`` items as {NAME: value}."""
+    overrides = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        overrides[name.strip()] = parse_value(value)
+    return overrides
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_run_arguments(p)
+    p.add_argument("--part", default="test", choices=("test", "validation"))
+    p.add_argument("--snapshots", default=",".join(map(str, SNAPSHOTS)))
+    p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--peers", action="store_true", help="train GPflux instead (benchmarks/peers/gpflux_quality.py)")
     p.add_argument("--peers-python", default=os.environ.get("DEEPGP_PEERS_PYTHON", ".venv-peers/bin/python"))
     p.add_argument("--table", action="store_true", help="print the Markdown table of --out and exit")
@@ -288,10 +302,7 @@ def main() -> None:
         sys.stdout.write(table(out, args.metric, args.part, Path(args.paper) if args.paper else None, splits))
         return
     args.snapshots = sorted({int(s) for s in args.snapshots.split(",") if s.strip()})
-    overrides = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        overrides[name.strip()] = parse_value(value)
+    overrides = parse_overrides(args.set)
     key = run_key(args, without_defaults(overrides))
     if args.peers:
         if overrides or args.method != "vi":

@@ -1,0 +1,132 @@
+"""How much do the test log density estimates move with the predictive draws alone?
+
+    python benchmarks/estimator_spread.py --dataset power --model LV-GP-GP --method iw --split 1 \\
+        --iterations 10000 [--recipe fast|paper] [--set NAME=VALUE ...] [--seeds 5] [--draws 2000] \\
+        [--checkpoints DIR] [--out benchmarks/results/estimator_spread.jsonl]
+    python benchmarks/estimator_spread.py --table [--out FILE]
+
+One trained model, evaluated ``--seeds`` times on the same test points, each time under another
+seed of ``--draws`` predictive draws: the KDE (the paper's protocol) and the Gaussian mixture
+(docs/math.md §10.2–10.3). Their spread is the Monte Carlo noise of each estimate, the yardstick
+for a difference between two systems or recipes. The run is ``time_to_quality.py``'s (the same data,
+key and checkpoint file under ``--checkpoints``): a run it has checkpointed at ``--iterations`` is
+loaded, not retrained, and the first seed is the one it evaluated with, so the first value repeats
+its row. Under that seed it also splits the gap between the two means by test point: how much of it
+the worst one and three points carry, and how far (z, in standard deviations of the draws) those
+points lie from their predictive mean. Without such a checkpoint the run is trained first (and
+checkpointed). One JSON line per run in ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import time_to_quality as ttq  # noqa: E402  (the run's data, key and checkpoint)
+
+DEFAULT_OUT = HERE / "results" / "estimator_spread.jsonl"
+
+
+def evaluate(args, overrides: dict) -> dict:
+    import torch
+
+    from deepgp import DeepGP, fit
+    from deepgp.config import ModelConfig, TrainConfig, settings_of
+    from deepgp.metrics import split_metrics
+
+    torch.set_num_threads(args.threads)
+    key = ttq.run_key(args, ttq.without_defaults(overrides))
+    X, Y, Xe, Ye = ttq.load_data(args)
+    model = DeepGP.from_config(ModelConfig(model=args.model, **settings_of(ModelConfig, overrides)), X, Y,
+                               seed=args.split)
+    train_cfg = TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
+                            num_samples=5 if args.method == "iw" else 1, **settings_of(TrainConfig, overrides))
+    Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
+    checkpoint = Path(args.checkpoints) / (hashlib.sha1(ttq.key_text(key).encode()).hexdigest()[:16] + ".pt")
+    history = fit(model, X, Y, config=train_cfg, iterations=args.iterations, checkpoint=checkpoint,
+                  checkpoint_every=1000, progress=False)
+    if len(history) != args.iterations:  # the checkpoint had trained on past them
+        raise SystemExit(f"{checkpoint} holds the run at {len(history)} iterations, not {args.iterations}")
+    seeds = [args.split] + [1000 + i for i in range(args.seeds - 1)]
+    values = [split_metrics(model, Xe, Ye, args.draws, shapiro_points=3, seed=s) for s in seeds]
+    kde, mixture, z = per_point(model, Xe, Ye, args.draws, seeds[0])
+    gap = mixture - kde  # per point, under the first seed
+    worst = np.argsort(-gap)[:3]
+    return dict(key=key, iterations=args.iterations, seeds=seeds, n_eval=len(Xe),
+                kde=[v["test_loglik_kde"] for v in values], mixture=[v["test_loglik_mixture"] for v in values],
+                gap=float(gap.mean()), gap_worst=[float(g) for g in np.cumsum(gap[worst]) / len(gap)],
+                worst=[dict(z=round(float(z[i]), 2), kde=float(kde[i]), mixture=float(mixture[i])) for i in worst])
+
+
+def per_point(model, X, Y, draws: int, seed: int):
+    """The KDE and mixture log density of each point and its z = (y − mean of draws) / their sd, from
+    the draws ``split_metrics`` makes under ``seed`` (the same blocks, so the same numbers)."""
+    import torch
+
+    from deepgp.linalg import seeded
+    from deepgp.prediction import chunks, draw_y, kde_log_density, mixture_log_density, predictive_moments
+
+    X = torch.as_tensor(X, dtype=model.dtype, device=model.device)
+    Y = torch.as_tensor(Y, dtype=model.dtype, device=model.device)
+    model.eval()
+    kde, mixture, z = [], [], []
+    with torch.no_grad(), seeded(seed, model.device):
+        for sl in chunks(X.shape[0], draws, X.device):
+            mean, var = predictive_moments(model, X[sl], draws)
+            y_draws = draw_y(model, mean, var)
+            kde.append(kde_log_density(Y[sl], y_draws))
+            mixture.append(mixture_log_density(model, Y[sl], mean, var))
+            z.append(((Y[sl] - y_draws.mean(0)) / y_draws.std(0))[:, 0])
+    return tuple(torch.cat(v).cpu().numpy() for v in (kde, mixture, z))
+
+
+def summary(values: list[float]) -> str:
+    v = np.asarray(values)
+    return f"{v.mean():.3f} ({v.min():.3f} to {v.max():.3f}; sd {v.std(ddof=1):.3f})"
+
+
+def table(out: Path) -> str:
+    lines = ["| data set | model | method | recipe | split | iterations | draws | seeds | KDE mean (range; sd) "
+             "| mixture mean (range; sd) | mixture − KDE, first seed | of it, its worst 1 / 3 points "
+             "| their z |", "|" + " --- |" * 13]
+    for line in out.read_text().splitlines():
+        r = json.loads(line)
+        k = r["key"]
+        zs = ", ".join(f"{w['z']:.1f}" for w in r["worst"])
+        lines.append(f"| {k['dataset']} | {k['model']} | {k['method'].upper()} | {k['recipe']} | {k['split']} "
+                     f"| {r['iterations']} | {k['draws']} | {len(r['seeds'])} | {summary(r['kde'])} "
+                     f"| {summary(r['mixture'])} | {r['gap']:.3f} | {r['gap_worst'][0]:.3f} / {r['gap_worst'][-1]:.3f} "
+                f"| {zs} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ttq.add_run_arguments(p, dataset="power")
+    p.add_argument("--iterations", type=int, default=10000)
+    p.add_argument("--seeds", type=int, default=5, help="evaluations, each under its own seed (at least 2)")
+    p.add_argument("--out", default=str(DEFAULT_OUT))
+    p.add_argument("--table", action="store_true", help="print the Markdown table of --out and exit")
+    args = p.parse_args()
+    out = Path(args.out)
+    if args.table:
+        sys.stdout.write(table(out))
+        return
+    if args.seeds < 2:
+        p.error("--seeds must be at least 2")
+    args.part, args.peers = "test", False  # (the fields of time_to_quality's key)
+    record = evaluate(args, ttq.parse_overrides(args.set))
+    ttq.append(out, record)
+    print(f"{args.dataset} {args.model} {args.method} s{args.split} @{args.iterations}: "
+          f"KDE {summary(record['kde'])}, mixture {summary(record['mixture'])}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
