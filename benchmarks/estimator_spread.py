@@ -9,12 +9,12 @@ One trained model, evaluated ``--seeds`` times on the same test points, each tim
 seed of ``--draws`` predictive draws: the KDE (the paper's protocol) and the Gaussian mixture
 (docs/math.md §10.2–10.3). Their spread is the Monte Carlo noise of each estimate, the yardstick
 for a difference between two systems or recipes. The run is ``time_to_quality.py``'s (the same data,
-key and checkpoint file under ``--checkpoints``): a run it has checkpointed at ``--iterations`` is
-loaded, not retrained, and the first seed is the one it evaluated with, so the first value repeats
-its row. Under that seed it also splits the gap between the two means by test point: how much of it
-the worst one and three points carry, and how far (z, in standard deviations of the draws) those
-points lie from their predictive mean. Without such a checkpoint the run is trained first (and
-checkpointed). One JSON line per run in ``--out``.
+key and checkpoint file under ``--checkpoints``), loaded from the checkpoint it left at
+``--iterations`` (train it with that script first), and the first seed is the one it evaluated with,
+so the first value repeats its row. Under that seed it also splits the gap between the two means by
+test point: how much of it the worst one and three points carry, and how far (z, in standard
+deviations of the draws) those points lie from their predictive mean. One JSON line per run in
+``--out``.
 """
 
 from __future__ import annotations
@@ -42,32 +42,38 @@ def evaluate(args, overrides: dict) -> dict:
     from deepgp.metrics import split_metrics
 
     torch.set_num_threads(args.threads)
+    ttq.check_overrides(overrides)
     key = ttq.run_key(args, ttq.without_defaults(overrides))
     X, Y, Xe, Ye = ttq.load_data(args)
     model = DeepGP.from_config(ModelConfig(model=args.model, **settings_of(ModelConfig, overrides)), X, Y,
                                seed=args.split)
     train_cfg = TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
                             num_samples=5 if args.method == "iw" else 1, **settings_of(TrainConfig, overrides))
-    Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
     checkpoint = Path(args.checkpoints) / (hashlib.sha1(ttq.key_text(key).encode()).hexdigest()[:16] + ".pt")
+    if not checkpoint.exists():  # (training here would move time_to_quality's checkpoint past its snapshots)
+        raise SystemExit(f"no checkpoint of this run in {args.checkpoints}: train it first with time_to_quality.py "
+                         f"(the same arguments, --snapshots ending at {args.iterations})")
+    # with the run at --iterations this trains nothing: it loads the checkpoint
     history = fit(model, X, Y, config=train_cfg, iterations=args.iterations, checkpoint=checkpoint,
                   checkpoint_every=1000, progress=False)
-    if len(history) != args.iterations:  # the checkpoint had trained on past them
+    if len(history) != args.iterations:
         raise SystemExit(f"{checkpoint} holds the run at {len(history)} iterations, not {args.iterations}")
     seeds = [args.split] + [1000 + i for i in range(args.seeds - 1)]
-    values = [split_metrics(model, Xe, Ye, args.draws, shapiro_points=3, seed=s) for s in seeds]
-    kde, mixture, z = per_point(model, Xe, Ye, args.draws, seeds[0])
-    gap = mixture - kde  # per point, under the first seed
+    kde, mixture, z = per_point(model, Xe, Ye, args.draws, seeds[0])  # the first seed, point by point
+    others = [split_metrics(model, Xe, Ye, args.draws, shapiro_points=3, seed=s) for s in seeds[1:]]
+    gap = mixture - kde
     worst = np.argsort(-gap)[:3]
     return dict(key=key, iterations=args.iterations, seeds=seeds, n_eval=len(Xe),
-                kde=[v["test_loglik_kde"] for v in values], mixture=[v["test_loglik_mixture"] for v in values],
+                kde=[float(kde.mean())] + [v["test_loglik_kde"] for v in others],
+                mixture=[float(mixture.mean())] + [v["test_loglik_mixture"] for v in others],
                 gap=float(gap.mean()), gap_worst=[float(g) for g in np.cumsum(gap[worst]) / len(gap)],
                 worst=[dict(z=round(float(z[i]), 2), kde=float(kde[i]), mixture=float(mixture[i])) for i in worst])
 
 
 def per_point(model, X, Y, draws: int, seed: int):
-    """The KDE and mixture log density of each point and its z = (y − mean of draws) / their sd, from
-    the draws ``split_metrics`` makes under ``seed`` (the same blocks, so the same numbers)."""
+    """The KDE and mixture log density of each point and its z = (y − mean of draws) / their sd (of the
+    first output), from the draws ``split_metrics`` makes under ``seed`` (the same blocks, so the same
+    numbers)."""
     import torch
 
     from deepgp.linalg import seeded

@@ -148,11 +148,8 @@ def run_deepgp(args, overrides: dict, key: dict, out: Path) -> None:
     torch.set_num_threads(args.threads)
     X, Y, Xe, Ye = load_data(args)
     done = done_snapshots(out, key)
+    check_overrides(overrides)
     model_cfg = ModelConfig(model=args.model, **settings_of(ModelConfig, overrides))
-    known = {**settings_of(ModelConfig, overrides), **settings_of(TrainConfig, overrides)}
-    unknown = sorted(set(overrides) - set(known))
-    if unknown:
-        raise SystemExit(f"unknown setting(s) {unknown}: --set takes fields of ModelConfig and TrainConfig")
     train_cfg = TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
                             num_samples=5 if args.method == "iw" else 1,
                             **{k: v for k, v in settings_of(TrainConfig, overrides).items()})
@@ -170,6 +167,9 @@ def run_deepgp(args, overrides: dict, key: dict, out: Path) -> None:
         history = fit(model, X, Y, config=train_cfg, iterations=iterations, checkpoint=checkpoint,
                       checkpoint_every=1000, progress=False)
         seconds += time.perf_counter() - t0
+        if len(history) != iterations:  # its checkpoint had been trained further (not by this script's snapshots)
+            raise SystemExit(f"{checkpoint} holds this run at {len(history)} iterations, past the snapshot at "
+                             f"{iterations}: delete it to train from the start")
         metrics = split_metrics(model, Xe, Ye, args.draws, shapiro_points=3, seed=args.split)
         record = dict(key=key, iterations=iterations, seconds=round(seconds, 1),
                       bound=float(np.mean(history[-50:]) / len(X)), kde=metrics["test_loglik_kde"],
@@ -270,6 +270,16 @@ def add_run_arguments(p: argparse.ArgumentParser, dataset: str = "kin8nm") -> No
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--checkpoints", default=str(Path(tempfile.gettempdir()) / "deepgp-time-to-quality"))
+
+
+def check_overrides(overrides: dict) -> None:
+    """SystemExit naming any ``--set`` name that is not a field of ModelConfig or TrainConfig."""
+    from deepgp.config import ModelConfig, TrainConfig, settings_of
+
+    known = {**settings_of(ModelConfig, overrides), **settings_of(TrainConfig, overrides)}
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise SystemExit(f"unknown setting(s) {unknown}: --set takes fields of ModelConfig and TrainConfig")
 
 
 def parse_overrides(items: list[str]) -> dict:

@@ -26,7 +26,10 @@ def spread():
 
 
 @pytest.mark.parametrize("spec", ["GP", "LV-GP-GP"])
-def test_per_point_values_average_to_split_metrics(spread, spec):
+def test_per_point_values_average_to_split_metrics(spread, spec, monkeypatch):
+    from deepgp import prediction
+
+    monkeypatch.setattr(prediction, "_ROWS_PER_CHUNK", 128 * 8)  # 8 points a block: several blocks, as on real data
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 2))
     Y = np.sin(X[:, :1]) + 0.1 * rng.normal(size=(40, 1))
