@@ -20,7 +20,6 @@ deviations of the draws) those points lie from their predictive mean. One JSON l
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -38,18 +37,14 @@ def evaluate(args, overrides: dict) -> dict:
     import torch
 
     from deepgp import DeepGP, fit
-    from deepgp.config import ModelConfig, TrainConfig, settings_of
     from deepgp.metrics import split_metrics
 
     torch.set_num_threads(args.threads)
-    ttq.check_overrides(overrides)
+    model_cfg, train_cfg = ttq.run_configs(args, overrides)
     key = ttq.run_key(args, ttq.without_defaults(overrides))
     X, Y, Xe, Ye = ttq.load_data(args)
-    model = DeepGP.from_config(ModelConfig(model=args.model, **settings_of(ModelConfig, overrides)), X, Y,
-                               seed=args.split)
-    train_cfg = TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
-                            num_samples=5 if args.method == "iw" else 1, **settings_of(TrainConfig, overrides))
-    checkpoint = Path(args.checkpoints) / (hashlib.sha1(ttq.key_text(key).encode()).hexdigest()[:16] + ".pt")
+    model = DeepGP.from_config(model_cfg, X, Y, seed=args.split)
+    checkpoint = ttq.checkpoint_path(args, key)
     if not checkpoint.exists():  # (training here would move time_to_quality's checkpoint past its snapshots)
         raise SystemExit(f"no checkpoint of this run in {args.checkpoints}: train it first with time_to_quality.py "
                          f"(the same arguments, --snapshots ending at {args.iterations})")
@@ -72,24 +67,18 @@ def evaluate(args, overrides: dict) -> dict:
 
 def per_point(model, X, Y, draws: int, seed: int):
     """The KDE and mixture log density of each point and its z = (y − mean of draws) / their sd (of the
-    first output), from the draws ``split_metrics`` makes under ``seed`` (the same blocks, so the same
-    numbers)."""
+    first output), from the draws ``split_metrics`` makes under ``seed`` (``deepgp.metrics.draw_blocks``)."""
     import torch
 
-    from deepgp.linalg import seeded
-    from deepgp.prediction import chunks, draw_y, kde_log_density, mixture_log_density, predictive_moments
+    from deepgp.metrics import draw_blocks
+    from deepgp.prediction import kde_log_density, mixture_log_density
 
-    X = torch.as_tensor(X, dtype=model.dtype, device=model.device)
-    Y = torch.as_tensor(Y, dtype=model.dtype, device=model.device)
-    model.eval()
     kde, mixture, z = [], [], []
-    with torch.no_grad(), seeded(seed, model.device):
-        for sl in chunks(X.shape[0], draws, X.device):
-            mean, var = predictive_moments(model, X[sl], draws)
-            y_draws = draw_y(model, mean, var)
-            kde.append(kde_log_density(Y[sl], y_draws))
-            mixture.append(mixture_log_density(model, Y[sl], mean, var))
-            z.append(((Y[sl] - y_draws.mean(0)) / y_draws.std(0))[:, 0])
+    with torch.no_grad():  # (the mixture reads σ², a trained parameter)
+        for _, y, mean, var, y_draws in draw_blocks(model, X, Y, draws, seed):
+            kde.append(kde_log_density(y, y_draws))
+            mixture.append(mixture_log_density(model, y, mean, var))
+            z.append(((y - y_draws.mean(0)) / y_draws.std(0))[:, 0])
     return tuple(torch.cat(v).cpu().numpy() for v in (kde, mixture, z))
 
 

@@ -142,19 +142,14 @@ def run_deepgp(args, overrides: dict, key: dict, out: Path) -> None:
     import torch
 
     from deepgp import DeepGP, fit
-    from deepgp.config import ModelConfig, TrainConfig, settings_of
     from deepgp.metrics import split_metrics
 
     torch.set_num_threads(args.threads)
     X, Y, Xe, Ye = load_data(args)
     done = done_snapshots(out, key)
-    check_overrides(overrides)
-    model_cfg = ModelConfig(model=args.model, **settings_of(ModelConfig, overrides))
-    train_cfg = TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
-                            num_samples=5 if args.method == "iw" else 1,
-                            **{k: v for k, v in settings_of(TrainConfig, overrides).items()})
+    model_cfg, train_cfg = run_configs(args, overrides)
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
-    checkpoint = Path(args.checkpoints) / (hashlib.sha1(key_text(key).encode()).hexdigest()[:16] + ".pt")
+    checkpoint = checkpoint_path(args, key)
     seconds = 0.0
     for iterations in args.snapshots:
         if iterations in done:
@@ -272,14 +267,23 @@ def add_run_arguments(p: argparse.ArgumentParser, dataset: str = "kin8nm") -> No
     p.add_argument("--checkpoints", default=str(Path(tempfile.gettempdir()) / "deepgp-time-to-quality"))
 
 
-def check_overrides(overrides: dict) -> None:
-    """SystemExit naming any ``--set`` name that is not a field of ModelConfig or TrainConfig."""
+def run_configs(args, overrides: dict):
+    """(ModelConfig, TrainConfig) of the run: the recipe, seed = split, K = 5 for IW, and the ``--set``
+    overrides; SystemExit naming any override that is a field of neither."""
     from deepgp.config import ModelConfig, TrainConfig, settings_of
 
-    known = {**settings_of(ModelConfig, overrides), **settings_of(TrainConfig, overrides)}
-    unknown = sorted(set(overrides) - set(known))
+    model_settings, train_settings = settings_of(ModelConfig, overrides), settings_of(TrainConfig, overrides)
+    unknown = sorted(set(overrides) - set(model_settings) - set(train_settings))
     if unknown:
         raise SystemExit(f"unknown setting(s) {unknown}: --set takes fields of ModelConfig and TrainConfig")
+    return (ModelConfig(model=args.model, **model_settings),
+            TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
+                        num_samples=5 if args.method == "iw" else 1, **train_settings))
+
+
+def checkpoint_path(args, key: dict) -> Path:
+    """The run's checkpoint file in ``--checkpoints``, named by a hash of its key."""
+    return Path(args.checkpoints) / (hashlib.sha1(key_text(key).encode()).hexdigest()[:16] + ".pt")
 
 
 def parse_overrides(items: list[str]) -> dict:

@@ -45,6 +45,21 @@ def shapiro_median(samples: np.ndarray, max_points: int | None = None) -> float:
 
 
 @torch.no_grad()
+def draw_blocks(model, X_test: np.ndarray, Y_test: np.ndarray, num_samples: int, seed: int = 0):
+    """The S predictive draws of every test point, block by block (:func:`~deepgp.prediction.chunks`),
+    under ``seed``: yields (slice of the points, y [n, D_y], the final layer's mean and variance
+    [S, n, D_y], the draws of y [S, n, D_y]). Every metric of :func:`split_metrics` is computed from
+    these; a per-point value computed from them belongs to the same draws."""
+    X = torch.as_tensor(X_test, dtype=model.dtype, device=model.device)
+    Y = torch.as_tensor(Y_test, dtype=model.dtype, device=model.device)
+    model.eval()
+    with seeded(seed, model.device):
+        for sl in chunks(X.shape[0], num_samples, X.device):
+            mean, var = predictive_moments(model, X[sl], num_samples)
+            yield sl, Y[sl], mean, var, draw_y(model, mean, var)
+
+
+@torch.no_grad()
 def split_metrics(
     model, X_test: np.ndarray, Y_test: np.ndarray, num_samples: int = BenchmarkConfig.predict_samples,
     shapiro_points: int | None = BenchmarkConfig.shapiro_points, seed: int = 0,
@@ -58,21 +73,15 @@ def split_metrics(
     ``shapiro_median`` the median over the first ``shapiro_points`` test points (a random subset:
     the split shuffled them; None = all) of the Shapiro–Wilk W of each point's S draws (Table S2).
     """
-    X = torch.as_tensor(X_test, dtype=model.dtype, device=model.device)
-    Y = torch.as_tensor(Y_test, dtype=model.dtype, device=model.device)
-    model.eval()
     kde, mixture, sq_err, shapiro_draws = [], [], [], []
-    n_shapiro = X.shape[0] if shapiro_points is None else min(shapiro_points, X.shape[0])
-    with seeded(seed, model.device):
-        for sl in chunks(X.shape[0], num_samples, X.device):
-            i, y = sl.start, Y[sl]
-            mean, var = predictive_moments(model, X[sl], num_samples)  # [S, n, 1]
-            draws = draw_y(model, mean, var)
-            kde.append(kde_log_density(y, draws))
-            mixture.append(mixture_log_density(model, y, mean, var))
-            sq_err.append((draws.mean(0) - y).square().sum(-1))
-            if i < n_shapiro:
-                shapiro_draws.append(draws[:, : n_shapiro - i, 0].cpu().numpy())
+    n = len(X_test)
+    n_shapiro = n if shapiro_points is None else min(shapiro_points, n)
+    for sl, y, mean, var, draws in draw_blocks(model, X_test, Y_test, num_samples, seed):
+        kde.append(kde_log_density(y, draws))
+        mixture.append(mixture_log_density(model, y, mean, var))
+        sq_err.append((draws.mean(0) - y).square().sum(-1))
+        if sl.start < n_shapiro:
+            shapiro_draws.append(draws[:, : n_shapiro - sl.start, 0].cpu().numpy())
     return dict(
         test_loglik_kde=float(torch.cat(kde).mean()),
         test_loglik_mixture=float(torch.cat(mixture).mean()),
