@@ -41,8 +41,8 @@ def evaluate(args, overrides: dict) -> dict:
 
     torch.set_num_threads(args.threads)
     model_cfg, train_cfg = ttq.run_configs(args, overrides)
-    key = ttq.run_key(args, ttq.without_defaults(overrides))
     X, Y, Xe, Ye = ttq.load_data(args)
+    key = ttq.run_key(args, ttq.without_defaults(overrides, len(X)))
     model = DeepGP.from_config(model_cfg, X, Y, seed=args.split)
     checkpoint = ttq.checkpoint_path(args, key)
     if not checkpoint.exists():  # (training here would move time_to_quality's checkpoint past its snapshots)
@@ -58,7 +58,8 @@ def evaluate(args, overrides: dict) -> dict:
     others = [split_metrics(model, Xe, Ye, args.draws, shapiro_points=3, seed=s) for s in seeds[1:]]
     gap = mixture - kde
     worst = np.argsort(-gap)[:3]
-    return dict(key=key, iterations=args.iterations, seeds=seeds, n_eval=len(Xe),
+    return dict(key=key, iterations=args.iterations, seeds=seeds, n_train=len(X), n_eval=len(Xe),
+                inner_width=model.config.inner_width,
                 kde=[float(kde.mean())] + [v["test_loglik_kde"] for v in others],
                 mixture=[float(mixture.mean())] + [v["test_loglik_mixture"] for v in others],
                 gap=float(gap.mean()), gap_worst=[float(g) for g in np.cumsum(gap[worst]) / len(gap)],

@@ -78,13 +78,18 @@ def run_key(args, overrides: dict) -> dict:
                 overrides=dict(sorted(overrides.items())), points=args.points, draws=args.draws)
 
 
-def without_defaults(overrides: dict) -> dict:
+def without_defaults(overrides: dict, num_data: int) -> dict:
     """``overrides`` less those that set a ModelConfig or TrainConfig field to its declared default: the
     default run's key is ``{}`` however it was asked for (where a default changes, the rows run at the old
-    one name its value in their key)."""
+    one name its value in their key). ``inner_width`` is compared as it resolves for the run's
+    ``num_data`` training points (:meth:`ModelConfig.resolved`): the width "auto" gives them is the default."""
     from deepgp.config import ModelConfig, TrainConfig
 
     defaults = {f.name: f.default for c in (ModelConfig, TrainConfig) for f in dataclasses.fields(c)}
+    defaults["inner_width"] = ModelConfig().resolved(num_data).inner_width
+    if "inner_width" in overrides:
+        overrides = {**overrides, "inner_width": ModelConfig(inner_width=overrides["inner_width"])
+                     .resolved(num_data).inner_width}
     return {k: v for k, v in overrides.items() if k not in defaults or defaults[k] is None or v != defaults[k]}
 
 
@@ -138,7 +143,7 @@ def load_data(args):
     return X, Y, Xt, Yt
 
 
-def run_deepgp(args, overrides: dict, key: dict, out: Path) -> None:
+def run_deepgp(args, overrides: dict, out: Path) -> None:
     import torch
 
     from deepgp import DeepGP, fit
@@ -146,6 +151,7 @@ def run_deepgp(args, overrides: dict, key: dict, out: Path) -> None:
 
     torch.set_num_threads(args.threads)
     X, Y, Xe, Ye = load_data(args)
+    key = run_key(args, without_defaults(overrides, len(X)))
     done = done_snapshots(out, key)
     model_cfg, train_cfg = run_configs(args, overrides)
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
@@ -171,7 +177,8 @@ def run_deepgp(args, overrides: dict, key: dict, out: Path) -> None:
                       mixture=metrics["test_loglik_mixture"], rmse=metrics["test_rmse"], n_train=len(X),
                       n_eval=len(Xe), resolved={k: v for k, v in vars(train_cfg.resolved()).items()
                                                 if k in ("lr", "gamma", "gamma_warmup", "decay", "decay_every",
-                                                         "natgrad_inner", "inner_sampling", "dreg")})
+                                                         "natgrad_inner", "inner_sampling", "dreg")}
+                      | {"inner_width": model.config.inner_width})
         append(out, record)
         print(f"{args.dataset} {args.model} {args.method} s{args.split} {args.part} {args.recipe} {overrides or ''} "
               f"@{iterations}: mixture {record['mixture']:.3f} kde {record['kde']:.3f} rmse {record['rmse']:.3f} "
@@ -317,13 +324,12 @@ def main() -> None:
         return
     args.snapshots = sorted({int(s) for s in args.snapshots.split(",") if s.strip()})
     overrides = parse_overrides(args.set)
-    key = run_key(args, without_defaults(overrides))
     if args.peers:
         if overrides or args.method != "vi":
             raise SystemExit("--peers trains GPflux's own recipe by VI: no --set, --method vi")
-        run_peer(args, key, out)
+        run_peer(args, run_key(args, {}), out)
     else:
-        run_deepgp(args, overrides, key, out)
+        run_deepgp(args, overrides, out)
 
 
 if __name__ == "__main__":

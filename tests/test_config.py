@@ -2,7 +2,7 @@
 
 import pytest
 
-from deepgp.config import ModelConfig, TrainConfig, parse_spec, settings_of
+from deepgp.config import HIDDEN_WIDTH_FROM, ModelConfig, TrainConfig, parse_spec, settings_of
 
 
 def test_defaults_are_valid_and_values_are_normalised():
@@ -22,6 +22,7 @@ def test_defaults_are_valid_and_values_are_normalised():
     (ModelConfig, {"train_inner_kernel_variance": 1}, "train_inner_kernel_variance must be True or False"),
     (ModelConfig, {"encoder_hidden": 20}, "encoder_hidden must be a sequence"),
     (ModelConfig, {"dtype": "float16"}, "dtype must be float64 .the default. or float32"),
+    (ModelConfig, {"inner_width": "wide"}, "inner_width must be one of"),
     (TrainConfig, {"method": "ml"}, "method must be one of"),
     (TrainConfig, {"gamma": 2.0}, r"gamma must be in \(0, 1\]"),
     (TrainConfig, {"decay": 0.0}, "decay must be a finite number > 0"),
@@ -40,3 +41,19 @@ def test_the_configs_are_exported_at_the_top_level():
     assert deepgp.ModelConfig is ModelConfig and deepgp.TrainConfig is TrainConfig
     assert {"ModelConfig", "TrainConfig"} <= set(deepgp.__all__)
     assert all(hasattr(deepgp, name) for name in deepgp.__all__)
+
+
+def test_auto_inner_width_is_hidden_from_the_threshold_on():
+    """inner_width="auto" (the default) resolves from N: the paper's "input" below HIDDEN_WIDTH_FROM training
+    points, GPflux's "hidden" from it on; a concrete width is left as it is, whatever N."""
+    auto = ModelConfig()
+    assert auto.inner_width == "auto" and HIDDEN_WIDTH_FROM == 5000
+    assert auto.resolved(HIDDEN_WIDTH_FROM - 1).inner_width == "input"
+    assert auto.resolved(HIDDEN_WIDTH_FROM).inner_width == "hidden"
+    assert auto.resolved(1).inner_width == "input" and auto.resolved(10**6).inner_width == "hidden"
+    for width in ("input", "hidden"):
+        fixed = ModelConfig(inner_width=width)
+        assert fixed.resolved(1) is fixed and fixed.resolved(10**6) is fixed
+    assert auto.resolved(10**6) == ModelConfig(inner_width="hidden")  # (nothing else changes)
+    with pytest.raises(ValueError, match="num_data must be an integer >= 1"):
+        auto.resolved(0)

@@ -83,9 +83,10 @@ def test_hidden_width_inner_layers_are_gpfluxs_architecture(spec):
 
 @pytest.mark.parametrize("spec", ["LV-GP-GP", "GP-LV-GP-LV-GP", "GP-GP-GP"])
 def test_the_default_architecture_is_the_papers(spec):
-    """inner_width's default leaves the [W, I] layers and their random draws as they were: every state equal,
-    bit for bit, to the initialisation from before inner_width (written out here: Z0 in the data's columns of
-    every GP layer, N(0, 1) draws in the latent ones, one rng in layer order, W in every inner layer)."""
+    """Below HIDDEN_WIDTH_FROM points inner_width's default ("auto") leaves the [W, I] layers and their random
+    draws as they were: every state equal, bit for bit, to the initialisation from before inner_width (written
+    out here: Z0 in the data's columns of every GP layer, N(0, 1) draws in the latent ones, one rng in layer
+    order, W in every inner layer)."""
     from deepgp.linalg import seeded
     from deepgp.model import initial_inducing, principal_directions
 
@@ -114,6 +115,38 @@ def test_the_default_architecture_is_the_papers(spec):
         assert model.state_dict().keys() == old.state_dict().keys()
         for (n, p), q in zip(model.state_dict().items(), old.state_dict().values()):
             torch.testing.assert_close(p, q, rtol=0, atol=0, msg=n)
+
+
+def test_auto_inner_width_is_resolved_where_the_model_is_built(tmp_path, monkeypatch):
+    """inner_width="auto" builds GPflux's layers from HIDDEN_WIDTH_FROM training points on, the paper's below;
+    the model records (and saves) the concrete width, so that a file reloads as it was built; a file from
+    before the setting existed (no inner_width) was built with the paper's layers, however large its N."""
+    from deepgp import config
+
+    monkeypatch.setattr(config, "HIDDEN_WIDTH_FROM", 60)  # (the rule at a size a test builds quickly)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((80, 3)), rng.standard_normal((80, 1))
+    small = deepgp.DeepGP.from_spec("LV-GP-GP", x[:59], y[:59], num_inducing=8)
+    large = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8)
+    assert (small.config.inner_width, large.config.inner_width) == ("input", "hidden")
+    assert small.layers[1].W is not None and small.layers[1].P is None
+    assert large.layers[1].W is None and large.layers[1].P is not None and large.layers[1].output_dim == 5
+    explicit = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8, inner_width="hidden")
+    for (n, p), q in zip(large.state_dict().items(), explicit.state_dict().values()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0, msg=n)  # "auto" is that width, draw for draw
+
+    large.save(tmp_path / "large.pt")
+    monkeypatch.setattr(config, "HIDDEN_WIDTH_FROM", 10**6)  # (a later rule does not change a saved model)
+    loaded = deepgp.DeepGP.load(tmp_path / "large.pt")
+    assert loaded.config.inner_width == "hidden"
+    np.testing.assert_array_equal(large.predictive_log_density(x, y, 10, seed=1),
+                                  loaded.predictive_log_density(x, y, 10, seed=1))
+
+    monkeypatch.setattr(config, "HIDDEN_WIDTH_FROM", 60)
+    old = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8, inner_width="input")
+    tree = old.to_tree()
+    del tree["config"]["inner_width"]
+    assert deepgp.DeepGP.from_tree(tree).config.inner_width == "input"
 
 
 def test_small_data_uses_the_data_as_inducing_inputs():

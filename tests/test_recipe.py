@@ -116,11 +116,12 @@ def test_the_estimator_records_its_recipe_and_reads_old_files_as_the_papers(tmp_
     path = tmp_path / "est.dgp"
     est.save(path)
     tree = storage.read(path, storage.REGRESSOR)
-    for name in ("recipe", "gamma_warmup", "natgrad_inner"):
+    for name in ("recipe", "gamma_warmup", "natgrad_inner", "inner_width"):
         del tree["params"][name]
     tree["params"].update(lr=0.005, gamma=0.01, decay=0.98, decay_every=1000)  # as deepgp wrote them then
     old = deepgp.DeepGPRegressor.from_tree(tree, path)
     assert old.get_params()["recipe"] == "paper" and old.get_params()["natgrad_inner"] is False
+    assert est.get_params()["inner_width"] == "auto" and old.get_params()["inner_width"] == "input"
     np.testing.assert_array_equal(old.predict(X[:5]), est.predict(X[:5]))
 
 

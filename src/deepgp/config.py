@@ -18,7 +18,10 @@ DTYPE_NAMES = ("float64", "float32")
 METHODS = ("vi", "iw")
 INNER_SAMPLING = ("joint", "independent")
 ENCODER_STDS = ("softplus", "exp")
-INNER_WIDTHS = ("input", "hidden")
+INNER_WIDTHS = ("auto", "input", "hidden")
+# inner_width="auto": "hidden" from this many training points on, "input" below (the one threshold,
+# chosen on validation parts of training splits: benchmarks/README.md, time_to_quality.py)
+HIDDEN_WIDTH_FROM = 5000
 RECIPES = ("fast", "paper")
 NOISE_FLOOR = 1e-6  # (params.FLOOR: a noise variance must exceed it)
 
@@ -76,10 +79,12 @@ class ModelConfig:
     num_inducing: int = setting(128, "M, inducing points per GP layer (at most the number of distinct inputs)")
     hidden_dim: int = setting(5, "GPs in each inner GP layer (mapped back to the data's dimension, or the layer's "
                                  "width with inner_width='hidden')")
-    inner_width: str = setting("input", "what an inner GP layer outputs: 'input', the paper's, D values (its input's "
-                                        "first D plus the hidden_dim GPs through the fixed PCA directions W: H[:D] + g "
-                                        "Wᵀ); 'hidden', GPflux's, hidden_dim values (a fixed linear mean plus the GPs: "
-                                        "H P + g, P = W in the first layer, the identity after)", choices=INNER_WIDTHS)
+    inner_width: str = setting("auto", "what an inner GP layer outputs: 'input', the paper's, D values (its input's "
+                                       "first D plus the hidden_dim GPs through the fixed PCA directions W: H[:D] + g "
+                                       "Wᵀ); 'hidden', GPflux's, hidden_dim values (a fixed linear mean plus the GPs: "
+                                       "H P + g, P = W in the first layer, the identity after); 'auto' (the default): "
+                                       f"'hidden' from N = {HIDDEN_WIDTH_FROM:,} training points on, 'input' below",
+                               choices=INNER_WIDTHS, legacy="input")
     latent_dim: int = setting(1, "dimension of the latent variable w_n of each LV layer")
     kernel: str = setting("rbf", "the GP layers' kernel", choices=KERNEL_NAMES)
     likelihood_variance: float = setting(0.01, "initial noise variance σ² of the Gaussian likelihood")
@@ -106,6 +111,14 @@ class ModelConfig:
         if not isinstance(self.encoder_hidden, (tuple, list)):
             raise ValueError(f"encoder_hidden must be a sequence of layer widths, got {self.encoder_hidden!r}")
         set_(self, "encoder_hidden", tuple(check_positive_int("encoder_hidden", w) for w in self.encoder_hidden))
+
+    def resolved(self, num_data: int) -> "ModelConfig":
+        """This config for N = ``num_data`` training points: ``inner_width="auto"`` made concrete, "hidden"
+        where N >= :data:`HIDDEN_WIDTH_FROM` and "input" below (what a built model records and saves)."""
+        if self.inner_width != "auto":
+            return self
+        n = check_positive_int("num_data", num_data)
+        return replace(self, inner_width="hidden" if n >= HIDDEN_WIDTH_FROM else "input")
 
 
 # The training recipes: the values a TrainConfig field left at None takes (see TrainConfig.resolved).

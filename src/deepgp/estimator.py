@@ -253,7 +253,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             kind = {float: (int, float), type(None): (str, int, float, bool, type(None))}.get(
                 type(known[name]), type(known[name]))
             storage.field(params, name, kind, path)
-        for f in fields(TrainConfig):  # a file from before a setting existed: fitted with its legacy value
+        for f in (*fields(ModelConfig), *fields(TrainConfig)):  # a file from before a setting existed: its legacy value
             if f.name not in params and "legacy" in f.metadata:
                 params[f.name] = f.metadata["legacy"]
         if device is not None:

@@ -156,8 +156,10 @@ class DeepGP(nn.Module):
 
         Inner GP layers have ``hidden_dim`` GPs and output D dimensions through the fixed [W, I] map
         (``inner_width="input"``) or their ``hidden_dim`` values over a fixed linear mean
-        (``"hidden"``); each LV layer adds ``latent_dim`` coordinates to the next layer's input.
+        (``"hidden"``; ``"auto"`` is resolved from ``num_data``, :meth:`ModelConfig.resolved`); each LV
+        layer adds ``latent_dim`` coordinates to the next layer's input.
         """
+        config = config.resolved(num_data)  # (the model records, and saves, the concrete inner width)
         tokens, D, D_y, M = parse_spec(config.model), int(input_dim), int(output_dim), config.num_inducing
         layers, D_in = [], D
         for i, tok in enumerate(tokens):
@@ -247,6 +249,9 @@ class DeepGP(nn.Module):
         unknown += sorted(set(settings) - {f.name for f in dataclasses.fields(ModelConfig)})
         if unknown:
             raise ValueError(f"{path}: unknown field(s) {unknown} (written by a newer deepgp?)")
+        for f in dataclasses.fields(ModelConfig):  # a file from before a setting existed: built with its legacy value
+            if f.name not in settings and "legacy" in f.metadata:
+                settings[f.name] = f.metadata["legacy"]
         try:
             config = ModelConfig(**settings)
         except (ValueError, TypeError) as err:

@@ -687,3 +687,27 @@ def test_rows_are_read_with_the_settings_their_model_does_not_read_at_defaults(t
     rows = runner.read_results(results)
     assert [runner.config_key(r) for r in rows] == [runner.config_key(lv), runner.config_key(linear)]
     assert rows[0]["inner_sampling"] == "independent" and rows[1]["sghmc_samples"] == 2000  # (typed as read)
+
+
+def test_auto_inner_width_is_resolved_per_data_set_in_the_key(data_dir, tmp_path, monkeypatch):
+    """inner_width="auto" (the default) is recorded as the width it gives each data set's training points,
+    so a row names the architecture that ran: an old row on a large set, run at the paper's "input" before
+    "auto" was the default, is that variant and not the default's row (which runs again); the report
+    calls neither data set's default rows a variant."""
+    from deepgp import config
+
+    monkeypatch.setattr(config, "HIDDEN_WIDTH_FROM", 70)  # toya has 72 training points, toyb 54
+    pairs = (("GP", "vi"), ("GP-GP", "vi"))
+    made = runner.make_configs(["toya", "toyb"], pairs, [0], iterations=3, data_dir=str(data_dir), **FAST)
+    width = {(c["dataset"], c["model"]): c["inner_width"] for c in made}
+    assert width == {("toya", "GP"): "auto", ("toyb", "GP"): "auto",  # (GP: no inner layer reads it)
+                     ("toya", "GP-GP"): "hidden", ("toyb", "GP-GP"): "input"}
+    toya = next(c for c in made if c["dataset"] == "toya" and c["model"] == "GP-GP")
+    (row,) = runner.run_config(toya)
+    assert row["inner_width"] == "hidden" and row["n_train"] == 72 and runner.variant(row, False) == ""
+    old = row | {"inner_width": "input"}  # the paper's width, the default before "auto"
+    assert runner.variant(old, False) == "inner_width=input"
+    explicit = runner.make_configs(["toya"], [("GP-GP", "vi")], [0], iterations=3, data_dir=str(data_dir),
+                                   inner_width="input", **FAST)[0]
+    assert runner.config_key(explicit) == runner.config_key(old) != runner.config_key(toya)
+    assert all(runner.variant(c, False) == "" for c in made)

@@ -188,7 +188,7 @@ def make_configs(
         TrainConfig(**{**settings_of(TrainConfig, settings), "method": train_method(model, method)})
     if device is not None:
         check_device(device)
-    configs = []
+    configs, train_rows = [], {}
     for s in splits:
         for d in datasets:
             for model, method in pairs:
@@ -202,6 +202,11 @@ def make_configs(
                 if method != "iw":
                     config.update(num_samples=1)
                 config.update({name: _usual(name, config["recipe"]) for name in unread_settings(model, method)})
+                if config["inner_width"] == "auto" and "inner_width" not in unread_settings(model, method):
+                    # resolved where the row is made, so that its key names the architecture that ran
+                    if d not in train_rows:
+                        train_rows[d] = _train_rows(d, data_dir)
+                    config.update(n_train=train_rows[d], inner_width=_resolved(config, "inner_width", train_rows[d]))
                 configs.append(config)
     return configs
 
@@ -247,6 +252,22 @@ def unread_settings(model: str, method: str) -> frozenset[str]:
 def _usual(name: str, recipe: str):
     """A setting's default, an optimiser setting's as ``recipe`` gives it."""
     return RECIPE_VALUES[recipe].get(name, SETTINGS[name].default)
+
+
+def _resolved(row: dict, name: str, n_train) -> object:
+    """The value a model setting left at its default takes for ``n_train`` training points (an
+    ``inner_width`` of "auto": :meth:`ModelConfig.resolved`); other settings as they are."""
+    if name != "inner_width" or row.get(name) != "auto" or isinstance(n_train, bool) or not isinstance(n_train, int):
+        return row.get(name)
+    return ModelConfig(inner_width="auto").resolved(max(n_train, 1)).inner_width
+
+
+def _train_rows(dataset: str, data_dir=None) -> int:
+    """N, the training points of every split of ``dataset`` (the runner's 90%)."""
+    from ..datasets.uci import load_uci, split_data
+
+    X, Y = load_uci(dataset, data_dir)
+    return len(split_data(X, Y, 0, test_limit=1).X_train)
 
 
 def _text(value) -> str:
@@ -607,8 +628,10 @@ def variant(row: dict, evaluation: bool = True) -> str:
     skip = _SHOWN_ELSEWHERE if evaluation else _SHOWN_ELSEWHERE | set(EVALUATION)
     for name, f in SETTINGS.items():
         usual = recipe.get(name, f.default)  # (an optimiser setting: the row's recipe's value)
-        if name not in skip and _text(row.get(name, usual)) != _text(usual):
-            parts.append(f"{name}={_text(row[name])}")
+        # an "auto" architecture compared as it resolves for the row's data
+        value, usual = (_resolved({name: v}, name, row.get("n_train")) for v in (row.get(name, usual), usual))
+        if name not in skip and _text(value) != _text(usual):
+            parts.append(f"{name}={_text(value)}")
     return ", ".join(parts)
 
 

@@ -1,0 +1,29 @@
+"""benchmarks/time_to_quality.py: a run's key names what ran, whatever way it was asked for."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "time_to_quality.py"
+
+
+@pytest.fixture(scope="module")
+def ttq():
+    spec = importlib.util.spec_from_file_location("time_to_quality", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("time_to_quality", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_key_holds_the_settings_that_differ_from_the_defaults_for_these_data(ttq):
+    """A default asked for explicitly is the default run; inner_width is compared as "auto" resolves for
+    the run's training points: "hidden" on 5,000 or more is the default run, "input" there is not."""
+    assert ttq.without_defaults({"recipe": "fast", "num_inducing": 128, "gamma": 0.05}, 100) == {"gamma": 0.05}
+    assert ttq.without_defaults({"inner_width": "input"}, 100) == {}
+    assert ttq.without_defaults({"inner_width": "hidden"}, 100) == {"inner_width": "hidden"}
+    assert ttq.without_defaults({"inner_width": "hidden"}, 5000) == {}
+    assert ttq.without_defaults({"inner_width": "auto"}, 5000) == {}
+    assert ttq.without_defaults({"inner_width": "input"}, 5000) == {"inner_width": "input"}
