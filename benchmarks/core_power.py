@@ -46,9 +46,13 @@ def main():
     X, Y, Xt, Yt = split(find_uci("power"))  # $DEEPGP_DATA, else the user cache
     commit = os.popen("git rev-parse --short HEAD").read().strip()  # the code imported now, not at the end
     out = Path(args.out)
-    done = {json.loads(line)["model"] for line in out.read_text().splitlines()} if out.exists() else set()
+    # (model, inner width) of the lines there; a deep model's line from before the width was recorded ran "input"
+    width = {spec: deepgp.ModelConfig(model=spec).resolved(len(X)).inner_width if spec.count("GP") > 1 else "-"
+             for spec, _, _ in RUNS}
+    done = ({(r["model"], r.get("inner_width", "input" if r["model"].count("GP") > 1 else "-"))
+             for r in map(json.loads, out.read_text().splitlines())} if out.exists() else set())
     for spec, method, K in RUNS:
-        if spec in done:
+        if (spec, width[spec]) in done:
             continue
         t0 = time.time()
         model = deepgp.DeepGP.from_spec(spec, X, Y, num_inducing=128, seed=0)
@@ -59,7 +63,7 @@ def main():
             bound_per_point=float(np.mean(hist[-100:]) / len(X)),
             test_loglik_mixture=float(model.predictive_log_density(Xt, Yt, 2000, seed=0).mean()),
             test_loglik_kde=float(model.predictive_log_density(Xt, Yt, 2000, estimator="kde", seed=0).mean()),
-            paper=PAPER[spec], commit=commit,
+            paper=PAPER[spec], commit=commit, inner_width=width[spec],
         )
         print(json.dumps(row), flush=True)
         with open(out, "a") as f:

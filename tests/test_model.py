@@ -147,6 +147,9 @@ def test_auto_inner_width_is_resolved_where_the_model_is_built(tmp_path, monkeyp
     tree = old.to_tree()
     del tree["config"]["inner_width"]
     assert deepgp.DeepGP.from_tree(tree).config.inner_width == "input"
+    with pytest.raises(ValueError, match="inner_width='auto' is resolved from num_data"):
+        deepgp.DeepGP.build(deepgp.ModelConfig(), 3, 1)  # (built without data: the width must be named)
+    assert deepgp.DeepGP.build(deepgp.ModelConfig(inner_width="hidden"), 3, 1).config.inner_width == "hidden"
 
 
 def test_small_data_uses_the_data_as_inducing_inputs():

@@ -2,7 +2,7 @@
 
     python benchmarks/uci/learning_curve.py --dataset kin8nm [--model LV-GP-GP --method iw --split 0]
         [--checkpoints 500,1000,2000,4000,8000,16000] [--stats train|all] [--batch-size 512]
-        [--inner-sampling joint|independent] [--device cuda]
+        [--inner-sampling joint|independent] [--inner-width auto|input|hidden] [--device cuda]
         [--out benchmarks/uci/results/learning_curve.jsonl]
 
 Trains ONE model (M=128, B=512, K=5, the paper's settings) and evaluates it by the benchmark's
@@ -22,12 +22,14 @@ import numpy as np
 import torch
 
 import deepgp
+from deepgp.benchmark.runner import unread_settings
+from deepgp.config import INNER_WIDTHS, ModelConfig
 from deepgp.datasets.uci import load_split
 from deepgp.metrics import split_metrics
 from deepgp.objectives import INNER_SAMPLING
 
 # options added after the first lines were written: their defaults, which those lines used
-OLD_DEFAULTS = {"stats": "train", "batch_size": 512, "inner_sampling": "joint"}
+OLD_DEFAULTS = {"stats": "train", "batch_size": 512, "inner_sampling": "joint", "inner_width": "input"}
 _TAG_PREFIX = {"batch_size": "b"}  # a non-default option's mark in the state file's name, e.g. _b128
 
 
@@ -46,6 +48,8 @@ def main(argv=None) -> None:
     p.add_argument("--inner-sampling", default="joint", choices=INNER_SAMPLING,
                    help="IW inner layers: one function draw per point shared by its K samples (the paper's "
                         "text) or an independent draw per sample (its released code)")
+    p.add_argument("--inner-width", default=ModelConfig.inner_width, choices=INNER_WIDTHS,
+                   help="the inner layers' width (deepgp.ModelConfig); recorded as it resolves for the data")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--device", default=None)
     p.add_argument("--threads", type=int, default=1)
@@ -56,24 +60,27 @@ def main(argv=None) -> None:
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    data = load_split(args.dataset, args.split, args.data_dir, test_limit=args.test_limit, stats=args.stats)
+    width = ModelConfig(model=args.model, inner_width=args.inner_width).resolved(len(data.X_train)).inner_width
     key = dict(dataset=args.dataset, model=args.model, method=args.method, split=args.split,
                num_inducing=args.num_inducing, test_limit=args.test_limit, stats=args.stats,
                batch_size=args.batch_size, inner_sampling=args.inner_sampling)
+    if "inner_width" not in unread_settings(args.model, args.method):  # (GP, LV-GP: no inner layer reads it)
+        key["inner_width"] = width
     done = set()
     if out.exists():
         for line in out.read_text().splitlines():
             rec = json.loads(line)
-            # lines written before --stats, --batch-size and --inner-sampling existed are the defaults
+            # lines written before --stats, --batch-size, --inner-sampling and --inner-width existed: their values
             if all(rec.get(k, OLD_DEFAULTS.get(k)) == v for k, v in key.items()):
                 done.add(rec["iteration"])
     todo = [c for c in checkpoints if c not in done]
     if not todo:
         return
-    data = load_split(args.dataset, args.split, args.data_dir, test_limit=args.test_limit, stats=args.stats)
     model = deepgp.DeepGP.from_spec(args.model, data.X_train, data.Y_train, num_inducing=args.num_inducing,
-                                    seed=args.split, device=args.device)
+                                    inner_width=width, seed=args.split, device=args.device)
     K = 5 if args.method == "iw" else 1
-    tag = "".join(f"_{_TAG_PREFIX.get(k, '')}{key[k]}" for k, v in OLD_DEFAULTS.items() if key[k] != v)
+    tag = "".join(f"_{_TAG_PREFIX.get(k, '')}{key[k]}" for k, v in OLD_DEFAULTS.items() if key.get(k, v) != v)
     state = out.with_name(f"{out.stem}_{args.dataset}_{args.model}_{args.method}_{args.split}{tag}.safetensors")
     start = time.perf_counter()
     history: list[float] = []

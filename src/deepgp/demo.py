@@ -31,7 +31,7 @@ OVERLAY_POINTS = 1000
 @dataclass(frozen=True)
 class DemoConfig:
     """The demo's data size, M and budget; the training itself is the library's default recipe.
-    The default takes about 3.5 minutes on 2 idle CPU cores; ``QUICK`` under one."""
+    The default takes about 3 minutes on 2 idle CPU cores; ``QUICK`` under one."""
 
     num_train: int = 10000
     num_test: int = 1000

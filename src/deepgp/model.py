@@ -150,7 +150,7 @@ class DeepGP(nn.Module):
         return model.to(device=device, dtype=dtype)
 
     @classmethod
-    def build(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: int = 1) -> "DeepGP":
+    def build(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: int | None = None) -> "DeepGP":
         """The architecture of ``config`` for D = ``input_dim`` inputs and D_y = ``output_dim`` outputs,
         with placeholder inducing inputs and projection (zeros): :meth:`initialise` or a state dict next.
 
@@ -159,6 +159,10 @@ class DeepGP(nn.Module):
         (``"hidden"``; ``"auto"`` is resolved from ``num_data``, :meth:`ModelConfig.resolved`); each LV
         layer adds ``latent_dim`` coordinates to the next layer's input.
         """
+        if num_data is None and config.inner_width == "auto":
+            raise ValueError("DeepGP.build: inner_width='auto' is resolved from num_data, the number of training "
+                             "points: give num_data, or a concrete inner_width")
+        num_data = 1 if num_data is None else num_data
         config = config.resolved(num_data)  # (the model records, and saves, the concrete inner width)
         tokens, D, D_y, M = parse_spec(config.model), int(input_dim), int(output_dim), config.num_inducing
         layers, D_in = [], D

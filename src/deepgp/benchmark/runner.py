@@ -202,8 +202,8 @@ def make_configs(
                 if method != "iw":
                     config.update(num_samples=1)
                 config.update({name: _usual(name, config["recipe"]) for name in unread_settings(model, method)})
-                if config["inner_width"] == "auto" and "inner_width" not in unread_settings(model, method):
-                    # resolved where the row is made, so that its key names the architecture that ran
+                if "inner_width" not in unread_settings(model, method):
+                    # "auto" resolved where the row is made, so that its key names the architecture that ran
                     if d not in train_rows:
                         train_rows[d] = _train_rows(d, data_dir)
                     config.update(n_train=train_rows[d], inner_width=_resolved(config, "inner_width", train_rows[d]))
