@@ -573,7 +573,8 @@ def render(results: list, paper=None, s1=None, s2=None, recipe: str | None = Non
     if universe is None:
         folder = list_uci(data_dir)
         universe = sorted(set(folder) | ev.datasets())
-        source = ("in the data folder (`$DEEPGP_DATA`)" if folder
+        where = "`--data-dir`" if data_dir is not None else "`$DEEPGP_DATA`"
+        source = (f"in the data folder ({where})" if folder
                   else "(no data folder was found: those with results only)")
     else:
         source = "given"

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from deepgp.benchmark import runner
@@ -324,3 +325,18 @@ def test_main_with_the_papers_tables(tmp_path, monkeypatch, capsys):
     assert "(`t1.csv`, `s1.csv`)" in text and str(tmp_path) not in text  # the paper's tables by name only
     conclusions.main([str(results), "--out", str(tmp_path / "out.md")])
     assert (tmp_path / "out.md").read_text().startswith(conclusions.HEADING)
+
+
+def test_the_data_folder_is_named_as_it_was_given(tmp_path, monkeypatch):
+    from deepgp.datasets.uci import write_uci
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "r.csv"
+    write_results(path, {("a", "GP", "vi"): [0.0]})
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_uci(folder / "b.csv.gz", np.zeros((10, 2)))
+    monkeypatch.setenv("DEEPGP_DATA", str(tmp_path / "elsewhere"))
+    assert "in the data folder (`--data-dir`)" in conclusions.render([path], data_dir=str(folder))
+    monkeypatch.setenv("DEEPGP_DATA", str(folder))
+    assert "in the data folder (`$DEEPGP_DATA`)" in conclusions.render([path])
