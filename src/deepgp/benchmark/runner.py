@@ -206,7 +206,7 @@ def make_configs(
                     # "auto" resolved where the row is made, so that its key names the architecture that ran
                     if d not in train_rows:
                         train_rows[d] = _train_rows(d, data_dir)
-                    config.update(n_train=train_rows[d], inner_width=_resolved(config, "inner_width", train_rows[d]))
+                    config.update(n_train=train_rows[d], inner_width=_width(config["inner_width"], train_rows[d]))
                 configs.append(config)
     return configs
 
@@ -254,11 +254,11 @@ def _usual(name: str, recipe: str):
     return RECIPE_VALUES[recipe].get(name, SETTINGS[name].default)
 
 
-def _resolved(row: dict, name: str, n_train) -> object:
-    """The value a model setting left at its default takes for ``n_train`` training points (an
-    ``inner_width`` of "auto": :meth:`ModelConfig.resolved`); other settings as they are."""
-    if name != "inner_width" or row.get(name) != "auto" or isinstance(n_train, bool) or not isinstance(n_train, int):
-        return row.get(name)
+def _width(inner_width: str, n_train) -> str:
+    """The inner width that ``inner_width`` gives ``n_train`` training points ("auto":
+    :meth:`ModelConfig.resolved`); a concrete width, or an unknown ``n_train``, as it is."""
+    if inner_width != "auto" or isinstance(n_train, bool) or not isinstance(n_train, int):
+        return inner_width
     return ModelConfig(inner_width="auto").resolved(max(n_train, 1)).inner_width
 
 
@@ -628,8 +628,9 @@ def variant(row: dict, evaluation: bool = True) -> str:
     skip = _SHOWN_ELSEWHERE if evaluation else _SHOWN_ELSEWHERE | set(EVALUATION)
     for name, f in SETTINGS.items():
         usual = recipe.get(name, f.default)  # (an optimiser setting: the row's recipe's value)
-        # an "auto" architecture compared as it resolves for the row's data
-        value, usual = (_resolved({name: v}, name, row.get("n_train")) for v in (row.get(name, usual), usual))
+        value = row.get(name, usual)
+        if name == "inner_width":  # ("auto" compared as it resolves for the row's data)
+            value, usual = _width(value, row.get("n_train")), _width(usual, row.get("n_train"))
         if name not in skip and _text(value) != _text(usual):
             parts.append(f"{name}={_text(value)}")
     return ", ".join(parts)
