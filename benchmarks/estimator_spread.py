@@ -89,15 +89,16 @@ def summary(values: list[float]) -> str:
 
 
 def table(out: Path) -> str:
-    lines = ["| data set | model | method | recipe | split | iterations | draws | seeds | KDE mean (range; sd) "
-             "| mixture mean (range; sd) | mixture − KDE, first seed | of it, its worst 1 / 3 points "
-             "| their z |", "|" + " --- |" * 13]
+    lines = ["| data set | model | method | recipe | settings | split | iterations | draws | seeds "
+             "| KDE mean (range; sd) | mixture mean (range; sd) | mixture − KDE, first seed "
+             "| of it, its worst 1 / 3 points | their z |", "|" + " --- |" * 14]
     for line in out.read_text().splitlines():
         r = json.loads(line)
         k = r["key"]
         zs = ", ".join(f"{w['z']:.1f}" for w in r["worst"])
-        lines.append(f"| {k['dataset']} | {k['model']} | {k['method'].upper()} | {k['recipe']} | {k['split']} "
-                     f"| {r['iterations']} | {k['draws']} | {len(r['seeds'])} | {summary(r['kde'])} "
+        settings = ", ".join(f"{a}={b}" for a, b in k["overrides"].items()) or "-"
+        lines.append(f"| {k['dataset']} | {k['model']} | {k['method'].upper()} | {k['recipe']} | {settings} "
+                     f"| {k['split']} | {r['iterations']} | {k['draws']} | {len(r['seeds'])} | {summary(r['kde'])} "
                      f"| {summary(r['mixture'])} | {r['gap']:.3f} | {r['gap_worst'][0]:.3f} / {r['gap_worst'][-1]:.3f} "
                 f"| {zs} |")
     return "\n".join(lines) + "\n"
