@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 import deepgp
+from deepgp.benchmark.runner import unread_settings
 from deepgp.datasets.uci import find_uci
 
 PAPER = {"GP": -0.65, "GP-GP": -0.75, "LV-GP-GP": -0.28}
@@ -47,9 +48,10 @@ def main():
     commit = os.popen("git rev-parse --short HEAD").read().strip()  # the code imported now, not at the end
     out = Path(args.out)
     # (model, inner width) of the lines there; a deep model's line from before the width was recorded ran "input"
-    width = {spec: deepgp.ModelConfig(model=spec).resolved(len(X)).inner_width if spec.count("GP") > 1 else "-"
-             for spec, _, _ in RUNS}
-    done = ({(r["model"], r.get("inner_width", "input" if r["model"].count("GP") > 1 else "-"))
+    reads = {spec: "inner_width" not in unread_settings(spec, method) for spec, method, _ in RUNS}
+    width = {spec: deepgp.ModelConfig(model=spec).resolved(len(X)).inner_width if reads[spec] else "-"
+             for spec in reads}
+    done = ({(r["model"], r.get("inner_width", "input" if reads.get(r["model"], True) else "-"))
              for r in map(json.loads, out.read_text().splitlines())} if out.exists() else set())
     for spec, method, K in RUNS:
         if (spec, width[spec]) in done:
