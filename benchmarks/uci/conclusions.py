@@ -1,8 +1,8 @@
 """The paper's five conclusions judged by the criteria of conclusions.md, on `deepgp benchmark` results.
 
     python benchmarks/uci/conclusions.py RESULTS.csv [RESULTS.csv ...] [--paper PAPER_TABLE1_CSV]
-        [--s1 PAPER_S1_CSV] [--s2 PAPER_S2_CSV] [--recipe paper|fast] [--data-dir DIR]
-        [--out FILE] [--update benchmarks/uci/conclusions.md]
+        [--s1 PAPER_S1_CSV] [--s2 PAPER_S2_CSV] [--recipe paper|fast] [--inner-width input ...]
+        [--data-dir DIR] [--out FILE] [--update benchmarks/uci/conclusions.md]
 
 Writes the "## Evidence and verdicts" section of conclusions.md: for each criterion, the evidence
 table, the counts (comparisons or data sets available against those the criterion ranges over),
@@ -13,7 +13,9 @@ heading to the end) and keeps the hand-written criteria above it.
 ours(d, c) is the test KDE log-likelihood of column c on data set d, at the cell's longest budget,
 averaged over its runs (:func:`deepgp.benchmark.report.summarise`). Where one cell (dataset,
 model, method) has rows at several settings, the rows of ``--recipe`` (default: the recipe of most
-rows) are kept, then the setting of most rows; the output lists the settings used. With the
+rows) are kept, then the setting of most rows; settings are named against those given as ``deepgp
+report`` takes them (``--inner-width input``: the paper's inner layers on every data set; default: the
+defaults). The output lists the settings used. With the
 paper's tables, each criterion is also applied to the paper's own means, as a yardstick.
 
 Readings of the criteria where their words leave a choice: a bare model name (LV-GP, LV-GP-GP-GP in
@@ -37,9 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
+from deepgp.benchmark.cli import add_reference_settings, reference_of
 from deepgp.benchmark.report import NON_GAUSSIAN_W, average_ranks, label, read_paper, read_paper_sizes, summarise
-from deepgp.benchmark.runner import CONFIGS, load_results, variant
-from deepgp.config import RECIPE_VALUES
+from deepgp.benchmark.runner import CONFIGS, _text, load_results, variant
 from deepgp.datasets.uci import list_uci
 
 HEADING = "## Evidence and verdicts"
@@ -486,24 +488,43 @@ def judge(ev: Evidence, universe: list[str]) -> list[Verdict]:
 
 
 # -- reading the results ---------------------------------------------------------------------------
-def select_rows(rows: list[dict], recipe: str | None = None) -> tuple[list[dict], str, dict]:
+def select_rows(rows: list[dict], recipe: str | None = None,
+                reference: dict | None = None) -> tuple[list[dict], str, dict]:
     """One setting per cell (dataset, model, method): among its rows' settings (their recipe and
-    :func:`~deepgp.benchmark.runner.variant`), those of ``recipe`` (default: the recipe of most rows)
-    where the cell has any, then the setting of most rows. Returns the rows kept, the recipe, and
-    {cell: the settings set aside}."""
+    :func:`~deepgp.benchmark.runner.variant` against ``reference``, default the defaults), those of
+    ``recipe`` (default: the recipe of most rows) where the cell has any, then the setting of most rows
+    (ties: the reference's). Returns the rows kept, the recipe, and {cell: the settings set aside}."""
     recipe = recipe or Counter(r["recipe"] for r in rows).most_common(1)[0][0]
-    common = Counter(variant(r) for r in rows)
+    reference = {k: v for k, v in (reference or {}).items() if k != "recipe"}  # (the recipe: chosen here)
+    common = Counter(variant(r, reference=reference) for r in rows)
     settings: dict[tuple, dict[str, str]] = defaultdict(dict)
     for r in rows:
-        settings[(r["dataset"], r["model"], r["method"])][variant(r)] = r["recipe"]
+        settings[(r["dataset"], r["model"], r["method"])][variant(r, reference=reference)] = r["recipe"]
     chosen, aside = {}, {}
     for cell, found in settings.items():
         pool = sorted(v for v, rec in found.items() if rec == recipe) or sorted(found)
-        chosen[cell] = max(pool, key=lambda v: (common[v], v == ""))  # (ties: the defaults, then by name)
+        chosen[cell] = max(pool, key=lambda v: (common[v], v == ""))  # (ties: the reference's, then by name)
         if len(found) > 1:
-            aside[cell] = [v or "the defaults" for v in sorted(found) if v != chosen[cell]]
-    kept = [r for r in rows if variant(r) == chosen[(r["dataset"], r["model"], r["method"])]]
+            aside[cell] = [v or _reference_text(reference) for v in sorted(found) if v != chosen[cell]]
+    kept = [r for r in rows if variant(r, reference=reference) == chosen[(r["dataset"], r["model"], r["method"])]]
     return kept, recipe, aside
+
+
+def _reference_text(reference: dict | None) -> str:
+    """"the defaults", or "inner_width=input" (the settings the rows were compared against)."""
+    return ", ".join(f"{k}={_text(v)}" for k, v in (reference or {}).items() if k != "recipe") or "the defaults"
+
+
+def _options(reference: dict | None) -> list[str]:
+    """``reference`` as the command line options that give it ("--inner-width input")."""
+    out = []
+    for name, value in (reference or {}).items():
+        option = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            out.append(option if value else "--no-" + name.replace("_", "-"))
+        else:
+            out.append(f"{option} {_text(value)}")
+    return out
 
 
 def evidence_from_rows(rows: list[dict]) -> Evidence:
@@ -554,7 +575,7 @@ def _shown(path) -> str:
 
 # -- the section -----------------------------------------------------------------------------------
 def render(results: list, paper=None, s1=None, s2=None, recipe: str | None = None, data_dir=None,
-           universe: list[str] | None = None) -> str:
+           universe: list[str] | None = None, reference: dict | None = None) -> str:
     """The Markdown section "## Evidence and verdicts" for the results CSVs ``results``. ``universe``:
     every data set a criterion ranges over (default: those of the data folder, :func:`list_uci`, with
     those of the results)."""
@@ -567,7 +588,7 @@ def render(results: list, paper=None, s1=None, s2=None, recipe: str | None = Non
     rows = [r for r in rows if (r["model"], r["method"]) in USED]
     if not rows:
         raise ValueError("the results hold no rows of the columns the criteria read (Table 1's nine, Linear, CVAE-50)")
-    kept, chosen, aside = select_rows(rows, recipe)
+    kept, chosen, aside = select_rows(rows, recipe, reference)
     ev = evidence_from_rows(kept)
     yardstick = evidence_from_paper(paper, s1, s2) if (paper or s1) else None
     if universe is None:
@@ -587,7 +608,7 @@ def render(results: list, paper=None, s1=None, s2=None, recipe: str | None = Non
 
     command = ["python benchmarks/uci/conclusions.py", *map(_shown, results),
                *(['--paper "$PAPER_TABLE1"'] if paper else []), *(['--s1 "$PAPER_S1"'] if s1 else []),
-               *(['--s2 "$PAPER_S2"'] if s2 else []), "--update benchmarks/uci/conclusions.md"]
+               *(['--s2 "$PAPER_S2"'] if s2 else []), *_options(reference), "--update benchmarks/uci/conclusions.md"]
     files = ", ".join(f"`{_shown(p)}`" for p in results)
     lines = [HEADING, "", f"Computed by `benchmarks/uci/conclusions.py` from {files}: {len(kept)} rows of the "
              "columns the criteria read. This section is regenerated, not edited:", "", "```sh",
@@ -610,7 +631,7 @@ def render(results: list, paper=None, s1=None, s2=None, recipe: str | None = Non
                  "mean over its runs.")
     settings: dict[str, list] = defaultdict(list)
     for r in kept:
-        settings[variant(r) or "the defaults"].append(r)
+        settings[variant(r, reference=reference) or _reference_text(reference)].append(r)
     for text, group in settings.items():
         cells = {(r["dataset"], r["model"], r["method"]) for r in group}
         models = list(dict.fromkeys(name((r["model"], r["method"])) for r in group))
@@ -709,14 +730,15 @@ def main(argv=None) -> None:
     p.add_argument("--paper", help="the paper's Table 1 as CSV (table1_test_loglik.csv)")
     p.add_argument("--s1", help="the paper's Table S1 as CSV, with the baselines (table_s1_all_methods.csv)")
     p.add_argument("--s2", help="the paper's Table S2 (Shapiro-Wilk W) as CSV (table_s2_shapiro_wilk.csv)")
-    p.add_argument("--recipe", choices=sorted(RECIPE_VALUES), help="the setting kept where a cell has rows of several "
-                   "recipes (default: the recipe of most rows)")
     p.add_argument("--data-dir", help="the folder of the data sets (default: $DEEPGP_DATA), to list those without "
                    "results")
     p.add_argument("--out", help="write the section to this file")
     p.add_argument("--update", help="replace the section of this page (conclusions.md) from its heading to the end")
+    add_reference_settings(p)  # (--recipe among them: the recipe kept where a cell has rows of several)
     args = p.parse_args(argv)
-    text = render(args.results, args.paper, args.s1, args.s2, args.recipe, args.data_dir)
+    reference = reference_of(args)
+    text = render(args.results, args.paper, args.s1, args.s2, reference.get("recipe"), args.data_dir,
+                  reference=reference)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
     if args.update:

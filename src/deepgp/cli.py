@@ -110,7 +110,9 @@ def add_settings(parser: argparse.ArgumentParser, config_class, skip=(), default
         elif kind == "float":
             kwargs["type"] = positive_float
         elif f.type.startswith("tuple"):
-            kwargs.update(type=_widths, default=",".join(map(str, f.default)), metavar="W1,W2,...")
+            kwargs.update(type=_widths, metavar="W1,W2,...")
+            if kwargs["default"] is f.default:  # (as text: argparse converts a text default by its type)
+                kwargs["default"] = ",".join(map(str, f.default))
         parser.add_argument("--" + f.name.replace("_", "-"), **kwargs)
 
 

@@ -279,6 +279,21 @@ def test_rows_at_the_longest_budget_and_one_setting_per_cell(tmp_path):
     assert ev.mean("a", ("GP", "vi")) == 2.5  # a cell without paper rows keeps its own
 
 
+def test_settings_are_named_against_the_given_ones(tmp_path):
+    """``--inner-width input``: a large data set's rows at the paper's width are its cells' own setting, and the
+    page's command gives the option."""
+    path = tmp_path / "r.csv"
+    write_results(path, {("big", "GP-GP", "vi"): [1.0], ("big", "GP", "vi"): [0.5]}, inner_width="input",
+                  n_train=9000)
+    write_results(path, {("big", "GP-GP", "vi"): [2.0]}, inner_width="hidden", n_train=9000)
+    rows = runner.load_results(path).rows
+    kept, _, aside = conclusions.select_rows(rows, reference={"inner_width": "input"})
+    assert conclusions.evidence_from_rows(kept).mean("big", ("GP-GP", "vi")) == 1.0
+    assert aside == {("big", "GP-GP", "vi"): ["inner_width=hidden"]}
+    text = conclusions.render([path], universe=["big"], reference={"inner_width": "input"})
+    assert "--inner-width input" in text and "- Setting `inner_width=input` (" in text
+
+
 def test_render_and_update(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "r.csv"

@@ -11,8 +11,9 @@ from deepgp.benchmark import report, runner
 PAPER = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "table1_test_loglik.csv"
 
 
-def write_results(path, values, iterations=10):
-    """values: {(dataset, model, method): [kde per split]} → a results CSV (appended to one that exists)."""
+def write_results(path, values, iterations=10, **settings):
+    """values: {(dataset, model, method): [kde per split]} → a results CSV (appended to one that exists);
+    ``settings``: columns of every row."""
     base = {k: 0 for k in runner.COLUMNS} | runner.default_settings() | dict(
         protocol="splits", iterations=10, num_inducing=8, test_limit=10,
                                                  seconds=1.0, test_loglik_mixture=0.0, test_rmse=1.0,
@@ -24,7 +25,7 @@ def write_results(path, values, iterations=10):
             for s, v in enumerate(vals):
                 f.write(runner.format_row(base | dict(dataset=d, model=m, method=me, split=s, seed=s,
                                                       inner_sampling=inner, test_loglik_kde=float(v),
-                                                      iterations=iterations, seconds=iterations / 10)))
+                                                      iterations=iterations, seconds=iterations / 10) | settings))
 
 
 def test_ranks_and_median_difference():
@@ -73,6 +74,31 @@ def test_variants_are_reported_apart_and_against_the_same_paper_value(tmp_path):
     assert "| boston | LV-GP-GP (IWVI, joint inner draws) | 1 | 0.10 | 0.14 (0.00) | -0.04 |" in text
     assert "| boston | -0.02 ✓ | -0.24 ✗ | -0.04 ✓ |" in text  # one column each, the same paper value
     assert text.count("within 0.1 nats of the paper or better on") == 2
+
+
+def test_the_tables_can_be_drawn_at_given_settings(tmp_path):
+    """``deepgp report --inner-width input``: on a data set where the default width is "hidden", the rows run
+    at the paper's width fill the tables, the default's rows are named apart, and a model that reads no
+    width (GP) is the same cell either way."""
+    from deepgp.cli import main
+
+    results = tmp_path / "r.csv"
+    write_results(results, {("power", "GP", "vi"): [0.1], ("power", "GP-GP", "vi"): [0.2]},
+                  inner_width="input", n_train=9000)
+    write_results(results, {("power", "GP-GP", "vi"): [0.3]}, inner_width="hidden", n_train=9000)
+    assert "| power | 0.10 / – | 0.30 / – |" in report.render_table1(results)
+    paper_width = {"inner_width": "input"}
+    assert "| power | 0.10 / – | 0.20 / – |" in report.render_table1(results, reference=paper_width)
+    text = report.render_report(results, reference=paper_width)
+    assert "| power | GP-GP (VI) | 1 | 0.20 |" in text
+    assert "| power | GP-GP (VI, inner_width=hidden) | 1 | 0.30 |" in text
+    assert "the tables' rows: those at the settings `inner_width=input` (the others at their defaults)" in text
+    out = tmp_path / "report.md"
+    assert main(["report", str(results), "--inner-width", "input", "--out", str(out)]) == 0
+    assert "| power | 0.10 / – | 0.20 / – |" in out.read_text()
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", str(results), "--inner-width", "wide"])
+    assert exit_.value.code == 2  # (argparse's one-line error naming the option)
 
 
 def test_a_gap_to_the_paper_is_labelled_by_its_trend(tmp_path):

@@ -711,3 +711,8 @@ def test_auto_inner_width_is_resolved_per_data_set_in_the_key(data_dir, tmp_path
                                    inner_width="input", **FAST)[0]
     assert runner.config_key(explicit) == runner.config_key(old) != runner.config_key(toya)
     assert all(runner.variant(c, False) == "" for c in made)
+    # a report drawn at the paper's width (deepgp report --inner-width input): the old row is its row, the
+    # default's is named apart, and GP (no inner layer reads the width) is its row either way
+    paper = {"inner_width": "input"}
+    assert runner.variant(old, False, paper) == "" and runner.variant(row, False, paper) == "inner_width=hidden"
+    assert [runner.variant(c, False, paper) for c in made if c["model"] == "GP"] == ["", ""]

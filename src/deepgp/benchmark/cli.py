@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from ..cli import add_settings, positive_int
@@ -65,7 +66,29 @@ def register(sub) -> None:
     r.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
     r.add_argument("--figure", default=None, metavar="FILE.png",
                    help="also draw ours − the paper per data set, one panel per column (needs --paper; .png or .pdf)")
+    add_reference_settings(r)
     r.set_defaults(func=_report)
+
+
+def add_reference_settings(parser: argparse.ArgumentParser) -> None:
+    """The options naming the settings whose rows a report's tables show (:func:`reference_of`), spelt as
+    ``deepgp benchmark`` takes them; only those given are set."""
+    from .runner import reference_names
+
+    names = reference_names()
+    shown = parser.add_argument_group(
+        "the rows the tables show", "those run with the settings given here (as `deepgp benchmark` took them), any "
+        "other at its default; a row at other settings is named apart by them. Default: the defaults")
+    for config in (BenchmarkConfig, ModelConfig, TrainConfig, SGHMCConfig):
+        skip = [f.name for f in dataclasses.fields(config) if f.name not in names]
+        add_settings(shown, config, skip=skip, defaults=dict.fromkeys(names, argparse.SUPPRESS))
+
+
+def reference_of(args: argparse.Namespace) -> dict:
+    """{setting: value} given by :func:`add_reference_settings`'s options."""
+    from .runner import reference_names
+
+    return {name: getattr(args, name) for name in reference_names() if hasattr(args, name)}
 
 
 def _splits(text: str) -> list[int]:
@@ -129,9 +152,10 @@ def _report(args) -> int:
         if args.paper is None:
             raise ValueError("--figure draws ours against the paper: give its table with --paper")
         check_figure_path(args.figure)
-    text = write_report(args.results, None, args.paper, args.metric, args.shapiro)
+    reference = reference_of(args)
+    text = write_report(args.results, None, args.paper, args.metric, args.shapiro, reference)
     if args.figure is not None:  # drawn before anything is written: a figure that cannot be is an error alone
-        figure = against_paper_figure(args.results, args.paper, args.metric)
+        figure = against_paper_figure(args.results, args.paper, args.metric, reference=reference)
     if args.out is None:
         sys.stdout.write(text)
     else:

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.stats
 
 from ..storage import write_bytes
-from .runner import BASELINES, CONFIGS, EVALUATION, SETTINGS, describe_lines, load_results, variant
+from .runner import BASELINES, CONFIGS, EVALUATION, SETTINGS, _text, describe_lines, load_results, variant
 
 _PAPER_METHOD = {"vi": "VI", "iw": "IWVI", "sghmc": "SGHMC"}
 BASELINE = ("GP", "vi", "")
@@ -87,8 +87,8 @@ def _fmt(mean: float, se: float | None = None) -> str:
     return f"{mean:.2f}" if se is None or not math.isfinite(se) else f"{mean:.2f} ({se:.2f})"
 
 
-def _group(r: dict, evaluation: bool) -> tuple[str, str, str, str]:
-    return r["dataset"], r["model"], r["method"], variant(r, evaluation)
+def _group(r: dict, evaluation: bool, reference: dict | None = None) -> tuple[str, str, str, str]:
+    return r["dataset"], r["model"], r["method"], variant(r, evaluation, reference)
 
 
 def mixed_evaluation(rows: list[dict]) -> bool:
@@ -97,33 +97,36 @@ def mixed_evaluation(rows: list[dict]) -> bool:
     return len({tuple(r[k] for k in EVALUATION) for r in rows}) > 1
 
 
-def summarise(rows: list[dict], metric: str = "test_loglik_kde", apart: bool | None = None):
+def summarise(rows: list[dict], metric: str = "test_loglik_kde", apart: bool | None = None,
+              reference: dict | None = None):
     """Group rows by (dataset, model, method, variant), keeping per group only its largest iteration
-    budget; the variant names non-default settings (:func:`deepgp.benchmark.runner.variant`), and
-    how a row was measured where ``apart`` (None: where the rows were measured in several ways).
+    budget; the variant names non-default settings (:func:`deepgp.benchmark.runner.variant`; settings
+    other than ``reference``'s where one is given), and how a row was measured where ``apart`` (None:
+    where the rows were measured in several ways).
 
     Returns ``{(dataset, model, method, variant): {run_id: value}}`` where run_id = (split, seed).
     """
     apart = mixed_evaluation(rows) if apart is None else apart
     budget: dict[tuple, int] = defaultdict(int)
     for r in rows:
-        g = _group(r, apart)
+        g = _group(r, apart, reference)
         budget[g] = max(budget[g], r["iterations"])
     groups: dict[tuple, dict] = defaultdict(dict)
     for r in rows:
-        g = _group(r, apart)
+        g = _group(r, apart, reference)
         if r["iterations"] == budget[g]:
             groups[g][(r["split"], r["seed"])] = r[metric]
     return groups
 
 
-def trends(rows: list[dict], metric: str = "test_loglik_kde") -> dict[tuple, tuple[int, float]]:
+def trends(rows: list[dict], metric: str = "test_loglik_kde",
+           reference: dict | None = None) -> dict[tuple, tuple[int, float]]:
     """For each group of :func:`summarise` with rows at more than one budget: (the budget before its
     longest, the mean over the runs at both of ``metric`` at the longest minus at that one)."""
     apart = mixed_evaluation(rows)
     by_budget: dict[tuple, dict[int, dict]] = defaultdict(lambda: defaultdict(dict))
     for r in rows:
-        by_budget[_group(r, apart)][r["iterations"]][(r["split"], r["seed"])] = r[metric]
+        by_budget[_group(r, apart, reference)][r["iterations"]][(r["split"], r["seed"])] = r[metric]
     out = {}
     for g, values in by_budget.items():
         if len(values) > 1:
@@ -262,30 +265,32 @@ def against_paper(gaps: dict[tuple, list[Gap]], datasets: list[str], tolerance: 
     return lines
 
 
-def _comparison(rows: list[dict], paper_table: dict, metric: str):
+def _comparison(rows: list[dict], paper_table: dict, metric: str, reference: dict | None = None):
     """What the report compares: (groups of :func:`summarise`, the configs (model, method, variant) in the
     paper's column order (Table S1's, then as they first appear), the datasets, the paper's value per
     group, the trends)."""
-    groups = summarise(rows, metric)
+    groups = summarise(rows, metric, reference=reference)
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     apart = mixed_evaluation(rows)
     order = {c: i for i, c in enumerate(CONFIGS + BASELINES)}
-    configs = sorted(dict.fromkeys(_group(r, apart)[1:] for r in rows), key=lambda c: order.get(c[:2], len(order)))
+    configs = sorted(dict.fromkeys(_group(r, apart, reference)[1:] for r in rows),
+                     key=lambda c: order.get(c[:2], len(order)))
     # the paper's value for a config: its (model, method), whatever our variant of it
     # (and for the GP (VI) baseline, which the paper's median differences need even if we did not run it)
     paper_of = {(d, *c): paper_table[(d, *c[:2])] for d in datasets for c in [*configs, BASELINE]
                 if (d, *c[:2]) in paper_table}
-    return groups, configs, datasets, paper_of, trends(rows, metric)
+    return groups, configs, datasets, paper_of, trends(rows, metric, reference)
 
 
-def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolerance: float = 0.1):
+def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolerance: float = 0.1,
+                         reference: dict | None = None):
     """A matplotlib Figure of ours − paper per data set, one panel per column: the paper's value across,
     the difference up; a cell within ``tolerance`` of the paper or above it in blue, below it (the
     shaded band) in red; differences beyond ±1 drawn at the edge as triangles."""
     from matplotlib.figure import Figure
 
     rows = load_results(results).rows
-    groups, configs, datasets, paper_of, trend = _comparison(rows, read_paper(paper), metric)
+    groups, configs, datasets, paper_of, trend = _comparison(rows, read_paper(paper), metric, reference)
     gaps = gaps_to_paper(groups, trend, paper_of, configs, datasets, metric, tolerance)
     if not gaps:
         raise ValueError(f"{results} has no cell that the paper's table {Path(paper).name} has")
@@ -319,15 +324,17 @@ def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolera
     return fig
 
 
-def render_report(results, paper=None, metric: str = "test_loglik_kde", tolerance: float = 0.1) -> str:
-    """The Markdown report of ``results`` (a results CSV), beside ``paper`` (the paper's Table 1 CSV)."""
+def render_report(results, paper=None, metric: str = "test_loglik_kde", tolerance: float = 0.1,
+                  reference: dict | None = None) -> str:
+    """The Markdown report of ``results`` (a results CSV), beside ``paper`` (the paper's Table 1 CSV);
+    ``reference``: the settings whose rows are shown as the columns (default: the defaults)."""
     loaded = load_results(results)
     rows = loaded.rows
     ignored = f"damaged {describe_lines(loaded.damaged)}" if loaded.damaged else ""
     if not rows:
         raise ValueError(f"{results} holds no complete results rows" + (f" (ignored its {ignored})" if ignored else ""))
     paper_table = read_paper(paper) if paper else {}
-    groups, configs, datasets, paper_of, trend = _comparison(rows, paper_table, metric)
+    groups, configs, datasets, paper_of, trend = _comparison(rows, paper_table, metric, reference)
     ours = {g: _mean_se(v.values()) for g, v in groups.items()}
     budgets = sorted({(r["iterations"], r["num_inducing"], r["protocol"], r["test_limit"], r["predict_samples"],
                        r["shapiro_points"]) for r in rows})
@@ -340,6 +347,9 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
         shapiro = f"the first {shapiro} test points" if shapiro else "every test point"
         lines.append(f"- budget: {it} iterations, {m} inducing points, protocol `{protocol}`, test limit {limit}, "
                      f"{draws} predictive draws, Shapiro-Wilk on {shapiro}")
+    if reference:
+        lines.append(f"- the tables' rows: those at the {_settings(reference)}; a row at other settings is named "
+                     "apart by them")
     if ignored:
         one = len(loaded.damaged) == 1
         lines.append(f"- ignored {ignored} of the results file: {'not a complete row' if one else 'not complete rows'} "
@@ -348,7 +358,7 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
         # a snapshot row's seconds are part of its run's longest row's: each run is counted once
         by_budget = sorted(rows, key=lambda r: r["iterations"])
         apart = mixed_evaluation(rows)  # (once: it reads every row)
-        longest = {(*_group(r, apart), r["split"], r["seed"]): r["seconds"] for r in by_budget}
+        longest = {(*_group(r, apart, reference), r["split"], r["seed"]): r["seconds"] for r in by_budget}
         lines.append(f"- mean (s.e.) over runs, at each cell's longest budget; s.e. = std (ddof 0) / √runs, as the "
                      f"paper. Total compute: {sum(longest.values()) / 3600:.2f} h over {len(longest)} runs "
                      f"({len(rows)} rows; a run counted once, at its longest budget).")
@@ -361,7 +371,8 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
                "RMSE", "Shapiro W", "s/run"]
     lines += ["", "## Per dataset and model", "", "| " + " | ".join(columns) + " |",
               "| --- | --- |" + " ---: |" * (len(columns) - 2)]
-    extra = {k: summarise(rows, k) for k in ("test_loglik_mixture", "test_rmse", "shapiro_median", "seconds")}
+    extra = {k: summarise(rows, k, reference=reference)
+             for k in ("test_loglik_mixture", "test_rmse", "shapiro_median", "seconds")}
     for d in datasets:
         for c in configs:
             g = (d, *c)
@@ -399,17 +410,25 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     return "\n".join(lines) + "\n"
 
 
-def _default_rows(rows: list[dict]) -> list[dict]:
-    """The rows at the default settings, each data set's measured the way most of its cells were
-    (:func:`prevailing_evaluation`): one row measured another way cannot take a table over, and no
-    data set drops out of it. Summarise them with ``apart=False``."""
-    defaults = [r for r in rows if not variant(r, False)]
+def _default_rows(rows: list[dict], reference: dict | None = None) -> list[dict]:
+    """The rows at the default settings (or ``reference``'s), each data set's measured the way most of
+    its cells were (:func:`prevailing_evaluation`): one row measured another way cannot take a table
+    over, and no data set drops out of it. Summarise them with ``apart=False``."""
+    defaults = [r for r in rows if not variant(r, False, reference)]
     by_dataset: dict[str, list[dict]] = defaultdict(list)
     for r in defaults:
         by_dataset[r["dataset"]].append(r)
     usual = prevailing_evaluation(defaults)  # (a data set's tie goes the file's way)
     way = {d: prevailing_evaluation(rs, usual) for d, rs in by_dataset.items()}
     return [r for r in defaults if _evaluation(r) == way[r["dataset"]]]
+
+
+def _settings(reference: dict | None) -> str:
+    """"default settings", or "settings `inner_width=input` (the others at their defaults)"."""
+    if not reference:
+        return "default settings"
+    given = ", ".join(f"{name}={_text(value)}" for name, value in reference.items())
+    return f"settings `{given}` (the others at their defaults)"
 
 
 def _measured(every: list[dict], shown: list[dict]) -> str:
@@ -447,18 +466,19 @@ def prevailing_evaluation(rows: list[dict], prefer: tuple | None = None) -> tupl
     return next(w for w, c in cells.items() if len(c) == most)
 
 
-def render_matrix(results, paper, metric: str, title: str, digits: int = 2) -> str:
+def render_matrix(results, paper, metric: str, title: str, digits: int = 2, reference: dict | None = None) -> str:
     """A Markdown table of ``metric`` (mean over our runs at the default settings) beside the paper's
     ``paper`` table (Table S1: test log density; Table S2: the Shapiro-Wilk W): one row per dataset of
     ``results``, one column per method of the paper (then any method of ours it lacks), "ours / paper"."""
     every = load_results(results).rows
-    rows = _default_rows(every)
-    groups = summarise(rows, metric, apart=False)
+    rows = _default_rows(every, reference)
+    groups = summarise(rows, metric, apart=False, reference=reference)
     paper_table = read_paper(paper)
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     methods = list(dict.fromkeys([k[1:] for k in paper_table] + [g[1:3] for g in groups]))
     ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in groups.items()}
-    lines = [f"## {title}", "", f"{metric}: ours (mean over our runs, default settings{_measured(every, rows)}) / "
+    shown = _settings(reference) + _measured(every, rows)
+    lines = [f"## {title}", "", f"{metric}: ours (mean over our runs, {shown}) / "
              f"the paper's `{Path(paper).name}`; – where there is none.", "",
              "| dataset | " + " | ".join(label(*m) for m in methods) + " |",
              "| --- |" + " ---: |" * len(methods)]
@@ -484,7 +504,8 @@ def _table1_cell(value, w, digits: int = 2) -> str:
     return f"*{text}*" if text != "–" and w is not None and w < NON_GAUSSIAN_W else text
 
 
-def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_kde") -> str:
+def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_kde",
+                  reference: dict | None = None) -> str:
     """The paper's Table 1 re-measured: one row per dataset of ``results``, the nine columns of
     :data:`deepgp.benchmark.runner.CONFIGS` (rows at the default settings, each group at its largest
     budget), each cell "ours / paper" in italics where the median Shapiro-Wilk W is below 0.99 (ours
@@ -493,10 +514,11 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     iterations behind every cell, "–" where a cell has no rows."""
 
     every = load_results(results).rows
-    rows = _default_rows(every)
-    groups = summarise(rows, metric, apart=False)
-    w_ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in summarise(rows, "shapiro_median", False).items()}
-    budget = {g[:3]: max(v.values()) for g, v in summarise(rows, "iterations", False).items()}
+    rows = _default_rows(every, reference)
+    groups = summarise(rows, metric, apart=False, reference=reference)
+    w_ours = {g[:3]: float(np.mean(list(v.values())))
+              for g, v in summarise(rows, "shapiro_median", False, reference).items()}
+    budget = {g[:3]: max(v.values()) for g, v in summarise(rows, "iterations", False, reference).items()}
     paper_table = read_paper(paper) if paper else {}
     paper_w = {k: v[0] for k, v in read_paper(shapiro).items()} if shapiro else {}
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
@@ -505,7 +527,8 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     header = "| dataset | " + " | ".join(label(*c) for c in configs) + " |"
     rule = "| --- |" + " ---: |" * len(configs)
     lines = ["## Table 1: test log-likelihood, ours / the paper's", "",
-             f"{metric}, mean over our runs at the default settings{_measured(every, rows)} / the paper's Table 1. "
+             f"{metric}, mean over our runs at the {_settings(reference) + _measured(every, rows)} / the paper's "
+             "Table 1. "
              f"*Italics*: median Shapiro-Wilk W below {NON_GAUSSIAN_W} (a non-Gaussian predictive; the paper's from "
              "its Table S2). – where there is no value.", "", header, rule]
     for d in datasets:
@@ -532,16 +555,20 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     return "\n".join(lines) + "\n"
 
 
-def write_report(results, out=None, paper=None, metric: str = "test_loglik_kde", shapiro=None) -> str:
+def write_report(results, out=None, paper=None, metric: str = "test_loglik_kde", shapiro=None,
+                 reference: dict | None = None) -> str:
     """:func:`render_report`; with ``paper``, Table S1 (:func:`render_matrix` of ``metric``) after it; with
-    ``shapiro`` (the paper's Table S2), Table S2 of the median Shapiro-Wilk W."""
-    text = render_report(results, paper, metric)
-    text += "\n" + render_table1(results, paper, shapiro, metric)
+    ``shapiro`` (the paper's Table S2), Table S2 of the median Shapiro-Wilk W. ``reference``: the
+    settings whose rows the tables show (default: the defaults; :func:`~deepgp.benchmark.runner.variant`)."""
+    text = render_report(results, paper, metric, reference=reference)
+    text += "\n" + render_table1(results, paper, shapiro, metric, reference)
     if paper:
-        text += "\n" + render_matrix(results, paper, metric, "Every method beside the paper (its Table S1)")
+        text += "\n" + render_matrix(results, paper, metric, "Every method beside the paper (its Table S1)",
+                                      reference=reference)
     if shapiro:
         text += "\n" + render_matrix(results, shapiro, "shapiro_median",
-                                      "Shapiro-Wilk W of the predictive marginals beside the paper (its Table S2)", 3)
+                                      "Shapiro-Wilk W of the predictive marginals beside the paper (its Table S2)", 3,
+                                      reference)
     if out:
         write_bytes(out, text.encode())
     return text

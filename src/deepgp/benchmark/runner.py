@@ -616,18 +616,24 @@ class _Claims:
 
 
 # -- running -------------------------------------------------------------------------------------
-def variant(row: dict, evaluation: bool = True) -> str:
+def variant(row: dict, evaluation: bool = True, reference: dict | None = None) -> str:
     """The row's non-default settings in words ("" for the defaults): what tells two rows of one
     (dataset, model, method) apart in the report. ``evaluation=False`` leaves out how the model was
-    measured (:data:`EVALUATION`: the report names those beside the budget) and keeps what it is."""
+    measured (:data:`EVALUATION`: the report names those beside the budget) and keeps what it is.
+    ``reference``: {setting: value} that a row is compared against in place of the defaults, for the
+    models that read the setting (``deepgp report --inner-width input``: those rows are its tables')."""
     sampling = row.get("inner_sampling", SETTINGS["inner_sampling"].default)
     parts = [f"{sampling} inner draws"] if sampling not in ("-", SETTINGS["inner_sampling"].default) else []
     if row.get("dtype", "float64") != "float64":
         parts.append(row["dtype"])
     recipe = RECIPE_VALUES.get(row.get("recipe"), {})
     skip = _SHOWN_ELSEWHERE if evaluation else _SHOWN_ELSEWHERE | set(EVALUATION)
+    # (a setting the model does not read is recorded at its default, whatever the reference)
+    unread = unread_settings(row["model"], row["method"]) if reference else frozenset()
     for name, f in SETTINGS.items():
         usual = recipe.get(name, f.default)  # (an optimiser setting: the row's recipe's value)
+        if reference and name in reference and name not in unread:
+            usual = reference[name]
         value = row.get(name, usual)
         if name == "inner_width":  # ("auto" compared as it resolves for the row's data)
             value, usual = _width(value, row.get("n_train")), _width(usual, row.get("n_train"))
@@ -639,9 +645,16 @@ def variant(row: dict, evaluation: bool = True) -> str:
 # settings that change how a model is measured, not the model: predictive draws per test point and
 # the test points of the Shapiro-Wilk test
 EVALUATION = ("predict_samples", "shapiro_points")
-# settings the report shows elsewhere: in the group's name, its budget lines and its runs (or above)
+# settings the report shows elsewhere: in the group's name, its budget lines and its runs (or above);
+# not a reference's (variant)
 _SHOWN_ELSEWHERE = {"model", "method", "seed", "iterations", "num_inducing", "test_limit", "protocol", "num_samples",
                     "inner_sampling", "dtype"}
+
+
+def reference_names() -> list[str]:
+    """The settings a report can be drawn at (:func:`variant`'s ``reference``): those it tells rows apart by,
+    but how they were measured and what the report shows elsewhere."""
+    return [name for name in SETTINGS if name not in _SHOWN_ELSEWHERE and name not in EVALUATION]
 
 
 def _describe(row: dict) -> str:
