@@ -151,9 +151,9 @@ def run_deepgp(args, overrides: dict, out: Path) -> None:
 
     torch.set_num_threads(args.threads)
     X, Y, Xe, Ye = load_data(args)
+    model_cfg, train_cfg = run_configs(args, overrides)  # (first: a bad --set value stops here, in one line)
     key = run_key(args, without_defaults(overrides, len(X)))
     done = done_snapshots(out, key)
-    model_cfg, train_cfg = run_configs(args, overrides)
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
     checkpoint = checkpoint_path(args, key)
     seconds = 0.0
@@ -276,16 +276,19 @@ def add_run_arguments(p: argparse.ArgumentParser, dataset: str = "kin8nm") -> No
 
 def run_configs(args, overrides: dict):
     """(ModelConfig, TrainConfig) of the run: the recipe, seed = split, K = 5 for IW, and the ``--set``
-    overrides; SystemExit naming any override that is a field of neither."""
+    overrides; SystemExit naming any override that is a field of neither, or a value its field refuses."""
     from deepgp.config import ModelConfig, TrainConfig, settings_of
 
     model_settings, train_settings = settings_of(ModelConfig, overrides), settings_of(TrainConfig, overrides)
     unknown = sorted(set(overrides) - set(model_settings) - set(train_settings))
     if unknown:
         raise SystemExit(f"unknown setting(s) {unknown}: --set takes fields of ModelConfig and TrainConfig")
-    return (ModelConfig(model=args.model, **model_settings),
-            TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
-                        num_samples=5 if args.method == "iw" else 1, **train_settings))
+    try:
+        return (ModelConfig(model=args.model, **model_settings),
+                TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
+                            num_samples=5 if args.method == "iw" else 1, **train_settings))
+    except ValueError as err:
+        raise SystemExit(f"--set: {err}") from None
 
 
 def checkpoint_path(args, key: dict) -> Path:

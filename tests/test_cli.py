@@ -77,6 +77,19 @@ def test_plots(data, tmp_path):
         assert (tmp_path / name).stat().st_size > 5000
 
 
+def test_a_source_tree_run_without_installing_names_its_version():
+    """``PYTHONPATH=src`` (no installed metadata): the version is pyproject.toml's, as an install records it,
+    so a results row or a file written that way still names the code that wrote it."""
+    import importlib.metadata
+    from pathlib import Path
+
+    import deepgp
+
+    if not (Path(deepgp.__file__).resolve().parents[2] / "pyproject.toml").exists():
+        pytest.skip("deepgp is installed, not a source tree")
+    assert deepgp._source_version() == importlib.metadata.version("deepgp") != "0+unknown"
+
+
 def test_help_lists_every_command(capsys):
     parser = build_parser()
     help_text = parser.format_help()

@@ -16,10 +16,25 @@ from .natgrad import NaturalGradientError
 from .objectives import elbo_iw, elbo_vi
 from .training import fit
 
+
+def _source_version() -> str:
+    """The version declared in the source tree's pyproject.toml ("0+unknown" without one): what a tree run
+    without installing (``PYTHONPATH=src``, on a GPU machine say) records in its files and results rows."""
+    import re
+    from pathlib import Path
+
+    try:
+        text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return "0+unknown"
+    found = re.search(r'^name = "deepgp"$.*?^version = "([^"]+)"$', text, re.M | re.S)
+    return found.group(1) if found else "0+unknown"
+
+
 try:
     __version__ = version("deepgp")  # declared once, in pyproject.toml
 except PackageNotFoundError:  # (running from a source tree that was never installed)
-    __version__ = "0+unknown"
+    __version__ = _source_version()
 __all__ = [
     "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52",
     "CholeskyError", "NaturalGradientError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__",

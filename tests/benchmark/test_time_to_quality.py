@@ -27,3 +27,15 @@ def test_the_key_holds_the_settings_that_differ_from_the_defaults_for_these_data
     assert ttq.without_defaults({"inner_width": "hidden"}, 5000) == {}
     assert ttq.without_defaults({"inner_width": "auto"}, 5000) == {}
     assert ttq.without_defaults({"inner_width": "input"}, 5000) == {"inner_width": "input"}
+
+
+def test_a_value_its_setting_refuses_stops_the_run_in_one_line(ttq):
+    """``--set inner_width=wide``: the run stops with the setting's own message, not a traceback from
+    building the run's key."""
+    args = type("Args", (), dict(model="LV-GP-GP", method="iw", recipe="fast", split=0))()
+    with pytest.raises(SystemExit, match="--set: .*inner_width"):
+        ttq.run_configs(args, {"inner_width": "wide"})
+    with pytest.raises(SystemExit, match="unknown setting"):
+        ttq.run_configs(args, {"widht": 3})
+    model, train = ttq.run_configs(args, {"inner_width": "input", "lr": 0.01})
+    assert model.inner_width == "input" and train.lr == 0.01 and train.num_samples == 5
