@@ -283,6 +283,9 @@ def run_configs(args, overrides: dict):
     unknown = sorted(set(overrides) - set(model_settings) - set(train_settings))
     if unknown:
         raise SystemExit(f"unknown setting(s) {unknown}: --set takes fields of ModelConfig and TrainConfig")
+    own = sorted({"model", "method", "recipe", "seed", "num_samples"} & set(overrides))
+    if own:  # (the run's key names them through their options; K is 5 for IW, 1 for VI)
+        raise SystemExit(f"--set {own}: given by the options --model, --method, --recipe and --split, not --set")
     try:
         return (ModelConfig(model=args.model, **model_settings),
                 TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,

@@ -589,6 +589,7 @@ def render(results: list, paper=None, s1=None, s2=None, recipe: str | None = Non
     if not rows:
         raise ValueError("the results hold no rows of the columns the criteria read (Table 1's nine, Linear, CVAE-50)")
     kept, chosen, aside = select_rows(rows, recipe, reference)
+    compared = {k: v for k, v in (reference or {}).items() if k != "recipe"}  # (as select_rows names settings)
     ev = evidence_from_rows(kept)
     yardstick = evidence_from_paper(paper, s1, s2) if (paper or s1) else None
     if universe is None:
@@ -631,7 +632,7 @@ def render(results: list, paper=None, s1=None, s2=None, recipe: str | None = Non
                  "mean over its runs.")
     settings: dict[str, list] = defaultdict(list)
     for r in kept:
-        settings[variant(r, reference=reference) or _reference_text(reference)].append(r)
+        settings[variant(r, reference=compared) or _reference_text(compared)].append(r)
     for text, group in settings.items():
         cells = {(r["dataset"], r["model"], r["method"]) for r in group}
         models = list(dict.fromkeys(name((r["model"], r["method"])) for r in group))
@@ -734,7 +735,8 @@ def main(argv=None) -> None:
                    "results")
     p.add_argument("--out", help="write the section to this file")
     p.add_argument("--update", help="replace the section of this page (conclusions.md) from its heading to the end")
-    add_reference_settings(p)  # (--recipe among them: the recipe kept where a cell has rows of several)
+    add_reference_settings(p, helps={"recipe": "the setting kept where a cell has rows of several recipes (default: "
+                                     "the recipe of most rows)"})
     args = p.parse_args(argv)
     reference = reference_of(args)
     text = render(args.results, args.paper, args.s1, args.s2, reference.get("recipe"), args.data_dir,

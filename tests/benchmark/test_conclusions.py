@@ -292,6 +292,10 @@ def test_settings_are_named_against_the_given_ones(tmp_path):
     assert aside == {("big", "GP-GP", "vi"): ["inner_width=hidden"]}
     text = conclusions.render([path], universe=["big"], reference={"inner_width": "input"})
     assert "--inner-width input" in text and "- Setting `inner_width=input` (" in text
+    # --recipe paper: the kept paper rows are named by their recipe, as the set-aside fast ones by theirs
+    write_results(path, {("big", "GP", "vi"): [0.7]}, recipe="paper", inner_width="input", n_train=9000)
+    text = conclusions.render([path], universe=["big"], recipe="paper", reference={"recipe": "paper"})
+    assert "- Setting `recipe=paper` (" in text and "set aside" in text
 
 
 def test_render_and_update(tmp_path, monkeypatch):

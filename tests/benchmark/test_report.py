@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from deepgp.benchmark import report, runner
+from deepgp.config import RECIPE_VALUES
 
 PAPER = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "table1_test_loglik.csv"
 
@@ -99,6 +100,34 @@ def test_the_tables_can_be_drawn_at_given_settings(tmp_path):
     with pytest.raises(SystemExit) as exit_:
         main(["report", str(results), "--inner-width", "wide"])
     assert exit_.value.code == 2  # (argparse's one-line error naming the option)
+
+
+def test_given_settings_are_checked_and_must_match_some_rows(tmp_path, capsys):
+    """A reference is checked as ``deepgp benchmark`` checks its settings, one that no row was run at is an
+    error naming it (not empty tables), and the inner draws can be given too (the paper grid's joint ones)."""
+    from deepgp.cli import main
+
+    results = tmp_path / "r.csv"
+    write_results(results, {("a", "LV-GP-GP", "iw", "joint"): [0.5], ("a", "GP", "vi"): [0.1]})
+    assert "| a | 0.10 / – |" in report.render_table1(results)
+    assert "| a | 0.10 / – | – / – | – / – | – / – | – / – | – / – | 0.50 / – |" in report.render_table1(
+        results, reference={"inner_sampling": "joint"})
+    assert main(["report", str(results), "--gamma", "2"]) == 2
+    assert "gamma must be in (0, 1]" in capsys.readouterr().err
+    assert main(["report", str(results), "--batch-size", "64"]) == 2
+    assert "no row at the settings `batch_size=64`" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="not \\['num_samples'\\]"):
+        report.render_table1(results, reference={"num_samples": 5})
+
+
+def test_an_optimiser_setting_given_names_only_its_recipes_rows(tmp_path):
+    """``--lr 0.02`` (the fast recipe's): a paper-recipe row keeps its own recipe's lr and is labelled by its
+    recipe alone, not "lr=0.005" beside it."""
+    results = tmp_path / "r.csv"
+    write_results(results, {("a", "GP", "vi"): [0.1]})
+    write_results(results, {("a", "GP", "vi"): [0.3]}, recipe="paper", **RECIPE_VALUES["paper"])
+    text = report.render_report(results, reference={"lr": 0.02})
+    assert "| a | GP (VI) | 1 | 0.10 |" in text and "| a | GP (VI, recipe=paper) | 1 | 0.30 |" in text
 
 
 def test_a_gap_to_the_paper_is_labelled_by_its_trend(tmp_path):

@@ -37,5 +37,7 @@ def test_a_value_its_setting_refuses_stops_the_run_in_one_line(ttq):
         ttq.run_configs(args, {"inner_width": "wide"})
     with pytest.raises(SystemExit, match="unknown setting"):
         ttq.run_configs(args, {"widht": 3})
+    with pytest.raises(SystemExit, match="given by the options"):
+        ttq.run_configs(args, {"recipe": "paper"})
     model, train = ttq.run_configs(args, {"inner_width": "input", "lr": 0.01})
     assert model.inner_width == "input" and train.lr == 0.01 and train.num_samples == 5

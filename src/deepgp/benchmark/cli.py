@@ -70,9 +70,10 @@ def register(sub) -> None:
     r.set_defaults(func=_report)
 
 
-def add_reference_settings(parser: argparse.ArgumentParser) -> None:
+def add_reference_settings(parser: argparse.ArgumentParser, helps: dict | None = None) -> None:
     """The options naming the settings whose rows a report's tables show (:func:`reference_of`), spelt as
-    ``deepgp benchmark`` takes them; only those given are set."""
+    ``deepgp benchmark`` takes them; only those given are set. The model's and the optimiser's settings:
+    not M, K, the inner draws, the dtype or how rows were measured, which each row's label names."""
     from .runner import reference_names
 
     names = reference_names()
@@ -81,14 +82,18 @@ def add_reference_settings(parser: argparse.ArgumentParser) -> None:
         "other at its default; a row at other settings is named apart by them. Default: the defaults")
     for config in (BenchmarkConfig, ModelConfig, TrainConfig, SGHMCConfig):
         skip = [f.name for f in dataclasses.fields(config) if f.name not in names]
-        add_settings(shown, config, skip=skip, defaults=dict.fromkeys(names, argparse.SUPPRESS))
+        add_settings(shown, config, skip=skip, defaults=dict.fromkeys(names, argparse.SUPPRESS), helps=helps)
 
 
 def reference_of(args: argparse.Namespace) -> dict:
-    """{setting: value} given by :func:`add_reference_settings`'s options."""
+    """{setting: value} given by :func:`add_reference_settings`'s options, checked by their settings' own
+    rules (as ``deepgp benchmark`` checks them): a ValueError names one it refuses."""
     from .runner import reference_names
 
-    return {name: getattr(args, name) for name in reference_names() if hasattr(args, name)}
+    reference = {name: getattr(args, name) for name in reference_names() if hasattr(args, name)}
+    for config in (BenchmarkConfig, ModelConfig, TrainConfig, SGHMCConfig):
+        config(**settings_of(config, reference))
+    return reference
 
 
 def _splits(text: str) -> list[int]:

@@ -560,6 +560,9 @@ def write_report(results, out=None, paper=None, metric: str = "test_loglik_kde",
     """:func:`render_report`; with ``paper``, Table S1 (:func:`render_matrix` of ``metric``) after it; with
     ``shapiro`` (the paper's Table S2), Table S2 of the median Shapiro-Wilk W. ``reference``: the
     settings whose rows the tables show (default: the defaults; :func:`~deepgp.benchmark.runner.variant`)."""
+    if reference and not _default_rows(load_results(results).rows, reference):
+        raise ValueError(f"{results} has no row at the settings {_settings(reference).removeprefix('settings ')}: "
+                         "give the settings its rows were run with (each row's label in the report names them)")
     text = render_report(results, paper, metric, reference=reference)
     text += "\n" + render_table1(results, paper, shapiro, metric, reference)
     if paper:

@@ -622,17 +622,28 @@ def variant(row: dict, evaluation: bool = True, reference: dict | None = None) -
     measured (:data:`EVALUATION`: the report names those beside the budget) and keeps what it is.
     ``reference``: {setting: value} that a row is compared against in place of the defaults, for the
     models that read the setting (``deepgp report --inner-width input``: those rows are its tables')."""
+    unread, own_recipe = frozenset(), False
+    if reference:
+        unknown = sorted(set(reference) - set(reference_names()))
+        if unknown:
+            raise ValueError(f"a report's settings are {reference_names()}, not {unknown}")
+        # (a setting the model does not read is recorded at its default, whatever the reference; an optimiser
+        # setting given with one recipe says nothing of another recipe's rows, which keep their recipe's value)
+        unread = unread_settings(row["model"], row["method"])
+        own_recipe = row.get("recipe") != reference.get("recipe", SETTINGS["recipe"].default)
+    usual_of = {name: reference[name] for name in _LABELLED if reference and name in reference and name not in unread}
     sampling = row.get("inner_sampling", SETTINGS["inner_sampling"].default)
-    parts = [f"{sampling} inner draws"] if sampling not in ("-", SETTINGS["inner_sampling"].default) else []
-    if row.get("dtype", "float64") != "float64":
-        parts.append(row["dtype"])
+    if sampling not in ("-", usual_of.get("inner_sampling", SETTINGS["inner_sampling"].default)):
+        parts = [f"{sampling} inner draws"]
+    else:
+        parts = []
+    if row.get("dtype", "float64") != usual_of.get("dtype", "float64"):
+        parts.append(row.get("dtype", "float64"))
     recipe = RECIPE_VALUES.get(row.get("recipe"), {})
     skip = _SHOWN_ELSEWHERE if evaluation else _SHOWN_ELSEWHERE | set(EVALUATION)
-    # (a setting the model does not read is recorded at its default, whatever the reference)
-    unread = unread_settings(row["model"], row["method"]) if reference else frozenset()
     for name, f in SETTINGS.items():
         usual = recipe.get(name, f.default)  # (an optimiser setting: the row's recipe's value)
-        if reference and name in reference and name not in unread:
+        if reference and name in reference and name not in unread and not (own_recipe and name in recipe):
             usual = reference[name]
         value = row.get(name, usual)
         if name == "inner_width":  # ("auto" compared as it resolves for the row's data)
@@ -649,12 +660,13 @@ EVALUATION = ("predict_samples", "shapiro_points")
 # not a reference's (variant)
 _SHOWN_ELSEWHERE = {"model", "method", "seed", "iterations", "num_inducing", "test_limit", "protocol", "num_samples",
                     "inner_sampling", "dtype"}
+_LABELLED = ("inner_sampling", "dtype")  # of those, named in a variant's own words ("joint inner draws", "float32")
 
 
 def reference_names() -> list[str]:
     """The settings a report can be drawn at (:func:`variant`'s ``reference``): those it tells rows apart by,
-    but how they were measured and what the report shows elsewhere."""
-    return [name for name in SETTINGS if name not in _SHOWN_ELSEWHERE and name not in EVALUATION]
+    but how they were measured and what the report shows elsewhere (M, K, the budget, the protocol)."""
+    return [name for name in SETTINGS if name in _LABELLED or (name not in _SHOWN_ELSEWHERE and name not in EVALUATION)]
 
 
 def _describe(row: dict) -> str:
