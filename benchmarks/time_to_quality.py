@@ -58,8 +58,13 @@ def validation_split(X: np.ndarray, Y: np.ndarray, split: int, limit: int):
 
 
 def parse_value(text: str):
-    """"0.02" → 0.02, "500" → 500, "true" → True, "none" → None, anything else stays text."""
+    """"0.02" → 0.02, "500" → 500, "true" → True, "none" → None, "10,10" → (10, 10), anything else stays text."""
     low = text.strip().lower()
+    if "," in low:
+        try:
+            return tuple(int(part) for part in low.split(","))
+        except ValueError:
+            return text
     if low in ("true", "false"):
         return low == "true"
     if low == "none":
@@ -152,6 +157,8 @@ def run_deepgp(args, overrides: dict, out: Path) -> None:
     torch.set_num_threads(args.threads)
     X, Y, Xe, Ye = load_data(args)
     model_cfg, train_cfg = run_configs(args, overrides)  # (first: a bad --set value stops here, in one line)
+    # the key holds the values as the settings checked them ("EXP" is "exp")
+    overrides = {k: getattr(model_cfg if hasattr(model_cfg, k) else train_cfg, k) for k in overrides}
     key = run_key(args, without_defaults(overrides, len(X)))
     done = done_snapshots(out, key)
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)

@@ -41,3 +41,11 @@ def test_a_value_its_setting_refuses_stops_the_run_in_one_line(ttq):
         ttq.run_configs(args, {"recipe": "paper"})
     model, train = ttq.run_configs(args, {"inner_width": "input", "lr": 0.01})
     assert model.inner_width == "input" and train.lr == 0.01 and train.num_samples == 5
+
+
+def test_set_values_are_read_as_their_settings_take_them(ttq):
+    assert ttq.parse_overrides(["lr=0.02", "encoder_hidden=10,10", "dreg=true", "encoder_std=EXP"]) == {
+        "lr": 0.02, "encoder_hidden": (10, 10), "dreg": True, "encoder_std": "EXP"}
+    args = type("Args", (), dict(model="LV-GP-GP", method="iw", recipe="fast", split=0))()
+    model, _ = ttq.run_configs(args, {"encoder_hidden": (10, 10), "encoder_std": "EXP"})
+    assert model.encoder_hidden == (10, 10) and model.encoder_std == "exp"
