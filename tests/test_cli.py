@@ -90,6 +90,7 @@ def test_a_source_tree_run_without_installing_names_its_version():
         pytest.skip("deepgp is installed, not a source tree")
     declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
     assert deepgp._source_version() == declared != "0+unknown"
+    assert deepgp.__version__ == declared  # the tree's own, even beside an installed deepgp of another version
 
 
 def test_help_lists_every_command(capsys):

@@ -68,6 +68,20 @@ def test_save_load_round_trip(fitted, bimodal_data, tmp_path):
     assert loaded.score(xt, 100 * yt[:, 0] - 50) == fitted.score(xt, 100 * yt[:, 0] - 50)
 
 
+def test_a_file_from_a_newer_deepgp_names_its_version(fitted, tmp_path, monkeypatch):
+    """A setting this version does not know: the file is newer, not damaged, when its header says so."""
+    from deepgp import storage
+
+    fitted.save(tmp_path / "reg.pt")
+    blob = storage.read(tmp_path / "reg.pt", storage.REGRESSOR)
+    blob["params"]["halo"] = 1
+    monkeypatch.setattr("deepgp.__version__", "99.0")  # the version write() records
+    storage.write(tmp_path / "new.pt", storage.REGRESSOR, blob)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['halo'\] \(written by deepgp 99\.0, newer than"):
+        DeepGPRegressor.load(tmp_path / "new.pt")
+
+
 def test_a_gpu_fitted_file_loads_on_a_machine_without_one(fitted, tmp_path, monkeypatch):
     import torch
 

@@ -145,3 +145,56 @@ def test_a_replaced_file_keeps_its_link_and_permissions(tmp_path):
     storage.write(link, storage.MODEL, {"x": torch.zeros(1)})
     assert link.is_symlink() and storage.read(target, storage.MODEL)["x"].item() == 0.0
     assert oct(target.stat().st_mode & 0o777) == oct(0o600)
+
+
+def _rewrite_header(path, **changes):
+    """The file at ``path`` rewritten with its header's metadata (and its tree's config) changed."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt", device="cpu") as f:
+        meta, tensors = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+    tree = json.loads(meta["tree"])
+    tree["config"].update(changes.pop("config", {}))
+    meta.update(changes, tree=json.dumps(tree))
+    path.write_bytes(safetensors_bytes(tensors, metadata=meta))
+
+
+def test_release_orders_versions_by_their_numbers():
+    assert storage.release("0.2.0.dev0") == (0, 2, 0)
+    assert storage.release("1.0rc1") == (1, 0)
+    assert storage.release("0+unknown") == (0,)
+    assert storage.release("10.0") > storage.release("9.12.3") > storage.release("0.2.0.dev0")
+
+
+def test_a_file_from_a_newer_deepgp_says_so_not_that_it_is_damaged(tmp_path):
+    """A value or setting this version does not know reads as damage unless the header's version is newer."""
+    import deepgp
+
+    x = torch.randn(20, 2, dtype=torch.float64)
+    model = deepgp.DeepGP.from_spec("GP-GP", x, x[:, :1], num_inducing=8)
+    model.save(tmp_path / "m")
+    _rewrite_header(tmp_path / "m", config={"inner_width": "wider"})
+    with pytest.raises(ValueError, match="is damaged") as err:
+        deepgp.DeepGP.load(tmp_path / "m")
+    assert "upgrade deepgp" not in str(err.value)  # the same version wrote it: it is damaged
+    _rewrite_header(tmp_path / "m", deepgp="99.0")
+    with pytest.raises(ValueError, match=r"written by deepgp 99\.0, newer than this deepgp .*: upgrade deepgp"):
+        deepgp.DeepGP.load(tmp_path / "m")
+    _rewrite_header(tmp_path / "m", config={"inner_width": "input", "halo": 1})
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['halo'\] \(written by deepgp 99\.0") as err:
+        deepgp.DeepGP.load(tmp_path / "m")
+    assert "?" not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_another_layout_of_the_same_kind_of_file_names_the_deepgp_that_reads_it(tmp_path):
+    storage.write(tmp_path / "m", storage.MODEL, {"x": torch.ones(2)})
+    family = storage.MODEL.rpartition("/")[0]
+    number = int(storage.MODEL.rpartition("/")[2])
+    _newer = {"format": f"{family}/{number + 1}", "deepgp": "99.0", "tree": json.dumps({"x": 1})}
+    (tmp_path / "new").write_bytes(safetensors_bytes({"t": torch.ones(1)}, metadata=_newer))
+    with pytest.raises(ValueError, match=rf"layout {family}/{number + 1} \(written by deepgp 99\.0\).*upgrade deepgp"):
+        storage.read(tmp_path / "new", storage.MODEL)
+    older = {**_newer, "format": f"{family}/{number - 1}", "deepgp": "0.0.1"}
+    (tmp_path / "old").write_bytes(safetensors_bytes({"t": torch.ones(1)}, metadata=older))
+    with pytest.raises(ValueError, match="an older deepgp reads it"):
+        storage.read(tmp_path / "old", storage.MODEL)

@@ -34,10 +34,14 @@ def _source_version() -> str:
     return found.group(1) if found else "0+unknown"
 
 
-try:
-    __version__ = version("deepgp")  # declared once, in pyproject.toml
-except PackageNotFoundError:  # (running from a source tree that was never installed)
-    __version__ = _source_version()
+# declared once, in pyproject.toml: a source tree's own first (``PYTHONPATH=src`` beside an installed
+# deepgp of another version must record the code that ran), else the installed package's metadata
+__version__ = _source_version()
+if __version__ == "0+unknown":
+    try:
+        __version__ = version("deepgp")
+    except PackageNotFoundError:
+        pass
 __all__ = [
     "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52",
     "CholeskyError", "NaturalGradientError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__",

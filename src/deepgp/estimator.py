@@ -235,7 +235,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         origin you trust, and only to :meth:`save` it again in the safe format.
         """
         tree = storage.read(path, storage.REGRESSOR, trust=trust)
-        return cls.from_tree(tree, path, device)
+        with storage.written_by(path):
+            return cls.from_tree(tree, path, device)
 
     @classmethod
     def from_tree(cls, tree: dict, path="the file", device=None) -> "DeepGPRegressor":

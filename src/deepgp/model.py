@@ -233,7 +233,8 @@ class DeepGP(nn.Module):
         """
         device = check_device(device)
         tree = storage.read(path, storage.MODEL, trust=trust)
-        return cls.from_tree(tree, path, device)
+        with storage.written_by(path):
+            return cls.from_tree(tree, path, device)
 
     def to_tree(self) -> dict:
         """The saved form: {"config": the ModelConfig's fields, "input_dim": D, "output_dim": D_y,

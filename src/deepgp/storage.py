@@ -7,7 +7,8 @@ bytes; unlike a pickle (``torch.save``), nothing in it can execute. The header's
 
 * ``format``: what the file is, e.g. ``deepgp-model/2`` (:data:`MODEL`, :data:`REGRESSOR`,
   :data:`CHECKPOINT`);
-* ``deepgp``: the version that wrote it;
+* ``deepgp``: the version that wrote it (a file a newer deepgp wrote and this one cannot read is
+  refused saying so: :func:`written_by`);
 * ``tree``: the saved object as JSON, in which each tensor is a reference ``{"$tensor": name}`` to
   one of the file's tensors (named by its place in the tree, e.g. ``state/layers.0.Z``), and the
   few values JSON lacks are spelt out: ``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}``
@@ -25,11 +26,13 @@ behind an explicit ``trust=True`` / ``deepgp convert --trust``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
 import os
 import pickle
+import re
 import secrets
 import stat
 import types
@@ -247,12 +250,64 @@ def read(path, kind: str, trust: bool = False):
         raise ValueError(f"{path} could not be read: {' '.join(str(err).split())}") from None
     found = meta.get("format")
     if found != kind:
+        family, _, number = kind.rpartition("/")
+        other_number = found.rpartition("/")[2] if isinstance(found, str) and found.startswith(family + "/") else ""
+        if other_number.isdigit():  # the same kind of file in another layout: say which deepgp reads it
+            advice = "upgrade deepgp to read it" if int(other_number) > int(number) else "an older deepgp reads it"
+            raise ValueError(f"{path} is {WHAT[kind]} in the layout {found} (written by deepgp "
+                             f"{meta.get('deepgp', '?')}); this deepgp ({_version()}) reads {kind}: {advice}")
         other = f"; it is {WHAT[found]}" if found in WHAT else ""
         raise ValueError(f"{path} is not {WHAT[kind]}{other}")
     try:
         return unpack(json.loads(meta["tree"]), tensors)
     except (KeyError, TypeError, ValueError, RecursionError) as err:
         raise ValueError(f"{path} is damaged: its contents do not parse ({type(err).__name__})") from None
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def release(version: str) -> tuple[int, ...]:
+    """A version's leading numbers, for ordering releases: ``"0.2.0.dev0"`` → (0, 2, 0), ``"1.0rc1"`` → (1, 0)."""
+    numbers = []
+    for part in version.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        numbers.append(int(digits.group()))
+        if digits.end() != len(part):
+            break
+    return tuple(numbers)
+
+
+def writer(path) -> str | None:
+    """The deepgp version recorded in the header of the file at ``path`` (None if it names none)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            found = (f.metadata() or {}).get("deepgp")
+    except Exception:  # (only a hint for a message: a file that cannot say is no newer)
+        return None
+    return found if isinstance(found, str) else None
+
+
+@contextlib.contextmanager
+def written_by(path):
+    """Checks a file's contents, adding to a ValueError that a newer deepgp wrote the file when it did:
+    a setting or value this version does not know otherwise reads as damage."""
+    try:
+        yield
+    except ValueError as err:
+        found = writer(path)
+        if found is None or release(found) <= release(_version()):
+            raise
+        said = str(err).removesuffix(" (written by a newer deepgp?)")
+        raise ValueError(f"{said} (written by deepgp {found}, newer than this deepgp {_version()}: "
+                         "upgrade deepgp to read it)") from None
 
 
 def field(tree, name: str, kind: type | tuple[type, ...], path, optional: bool = False):
