@@ -90,7 +90,17 @@ def test_a_source_tree_run_without_installing_names_its_version():
         pytest.skip("deepgp is installed, not a source tree")
     declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
     assert deepgp._source_version() == declared != "0+unknown"
-    assert deepgp.__version__ == declared  # the tree's own, even beside an installed deepgp of another version
+    assert deepgp.__version__ == declared
+
+
+def test_a_source_tree_wins_over_an_installed_deepgp_of_another_version(monkeypatch):
+    import deepgp
+
+    monkeypatch.setattr(deepgp, "version", lambda name: "9.9")  # an installed deepgp 9.9 beside the tree
+    monkeypatch.setattr(deepgp, "_source_version", lambda: "0.2.0.dev0")
+    assert deepgp._find_version() == "0.2.0.dev0"
+    monkeypatch.setattr(deepgp, "_source_version", lambda: "0+unknown")  # installed, no tree: its metadata
+    assert deepgp._find_version() == "9.9"
 
 
 def test_help_lists_every_command(capsys):

@@ -80,6 +80,8 @@ def test_a_file_from_a_newer_deepgp_names_its_version(fitted, tmp_path, monkeypa
     monkeypatch.undo()
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['halo'\] \(written by deepgp 99\.0, newer than"):
         DeepGPRegressor.load(tmp_path / "new.pt")
+    with pytest.raises(ValueError, match=r"device must be .*'bogus'$"):  # the caller's mistake, not the file's
+        DeepGPRegressor.load(tmp_path / "new.pt", device="bogus")
 
 
 def test_a_gpu_fitted_file_loads_on_a_machine_without_one(fitted, tmp_path, monkeypatch):

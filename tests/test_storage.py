@@ -159,11 +159,15 @@ def _rewrite_header(path, **changes):
     path.write_bytes(safetensors_bytes(tensors, metadata=meta))
 
 
-def test_release_orders_versions_by_their_numbers():
-    assert storage.release("0.2.0.dev0") == (0, 2, 0)
-    assert storage.release("1.0rc1") == (1, 0)
-    assert storage.release("0+unknown") == (0,)
-    assert storage.release("10.0") > storage.release("9.12.3") > storage.release("0.2.0.dev0")
+@pytest.mark.parametrize("ours, theirs, newer", [
+    ("0.2.0.dev0", "0.2.0", True), ("0.2.0rc1", "0.2.0", True), ("0.2.0.dev0", "0.2.0rc1", True),
+    ("0.9", "0.10", True), ("1.0", "1.0.0", False), ("1.0.0", "1.0", False), ("0.2.0", "0.2.0.dev0", False),
+    ("0.2.0", "1!0.1", True), ("0+unknown", "0.3.0", False),  # (a tree of unknown version cannot tell)
+    ("0.2.0", "9" * 5000, False), ("0.2.0", "1.0\nTraceback", False), ("0.2.0", None, False),
+])
+def test_newer_than_this_orders_versions_as_pep_440(monkeypatch, ours, theirs, newer):
+    monkeypatch.setattr("deepgp.__version__", ours)
+    assert storage.newer_than_this(theirs) is newer
 
 
 def test_a_file_from_a_newer_deepgp_says_so_not_that_it_is_damaged(tmp_path):
@@ -176,14 +180,40 @@ def test_a_file_from_a_newer_deepgp_says_so_not_that_it_is_damaged(tmp_path):
     _rewrite_header(tmp_path / "m", config={"inner_width": "wider"})
     with pytest.raises(ValueError, match="is damaged") as err:
         deepgp.DeepGP.load(tmp_path / "m")
-    assert "upgrade deepgp" not in str(err.value)  # the same version wrote it: it is damaged
+    assert "newer deepgp may" not in str(err.value)  # the same version wrote it: it is damaged
     _rewrite_header(tmp_path / "m", deepgp="99.0")
-    with pytest.raises(ValueError, match=r"written by deepgp 99\.0, newer than this deepgp .*: upgrade deepgp"):
+    with pytest.raises(ValueError) as err:
         deepgp.DeepGP.load(tmp_path / "m")
+    said = str(err.value)
+    assert said.startswith(f"{tmp_path / 'm'} could not be read by this deepgp: inner_width must be one of")
+    assert said.endswith(f"(written by deepgp 99.0, newer than this deepgp {deepgp.__version__}: "
+                         "a newer deepgp may read it)") and "damaged" not in said
     _rewrite_header(tmp_path / "m", config={"inner_width": "input", "halo": 1})
     with pytest.raises(ValueError, match=r"unknown field\(s\) \['halo'\] \(written by deepgp 99\.0") as err:
         deepgp.DeepGP.load(tmp_path / "m")
     assert "?" not in str(err.value) and "\n" not in str(err.value)
+    _rewrite_header(tmp_path / "m", deepgp="99.0\nTraceback (most recent call last)")  # not a version: no claim
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['halo'\] \(written by a newer deepgp\?\)$"):
+        deepgp.DeepGP.load(tmp_path / "m")
+
+
+def test_a_checkpoint_from_a_newer_deepgp_says_so(tmp_path):
+    import deepgp
+
+    x = torch.randn(30, 2, dtype=torch.float64)
+    model = deepgp.DeepGP.from_spec("GP", x, x[:, :1], num_inducing=8)
+    deepgp.fit(model, x, x[:, :1], iterations=3, checkpoint=tmp_path / "ck", checkpoint_every=1)
+    path = tmp_path / "ck"
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt", device="cpu") as f:
+        meta, tensors = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+    tree = json.loads(meta["tree"])
+    del tree["schedule"]  # a part this version needs, as if a newer one kept it elsewhere
+    path.write_bytes(safetensors_bytes(tensors, metadata={**meta, "deepgp": "99.0", "tree": json.dumps(tree)}))
+    with pytest.raises(ValueError, match=r"checkpoint .*ck could not be read by this deepgp \(KeyError.*"
+                                         r"\(written by deepgp 99\.0, newer than this deepgp"):
+        deepgp.fit(model, x, x[:, :1], iterations=4, checkpoint=path, checkpoint_every=1)
 
 
 def test_another_layout_of_the_same_kind_of_file_names_the_deepgp_that_reads_it(tmp_path):
@@ -198,3 +228,18 @@ def test_another_layout_of_the_same_kind_of_file_names_the_deepgp_that_reads_it(
     (tmp_path / "old").write_bytes(safetensors_bytes({"t": torch.ones(1)}, metadata=older))
     with pytest.raises(ValueError, match="an older deepgp reads it"):
         storage.read(tmp_path / "old", storage.MODEL)
+    for odd in ("\u00b2", "9" * 5000, f"0{number}"):  # not a layout number (or this one): another kind of file
+        meta = {**_newer, "format": f"{family}/{odd}", "deepgp": "1.0\nsecond line"}
+        (tmp_path / "odd").write_bytes(safetensors_bytes({"t": torch.ones(1)}, metadata=meta))
+        with pytest.raises(ValueError, match=r"is not a model saved by deepgp \(DeepGP.save\)$"):
+            storage.read(tmp_path / "odd", storage.MODEL)
+    unparsed = {"format": storage.MODEL, "deepgp": "99.0", "tree": "{a newer spelling"}
+    (tmp_path / "unparsed").write_bytes(safetensors_bytes({"t": torch.ones(1)}, metadata=unparsed))
+    with pytest.raises(ValueError, match=r"unparsed could not be read by this deepgp: its contents do not parse "
+                                         r"\(JSONDecodeError\) \(written by deepgp 99\.0, newer"):
+        storage.read(tmp_path / "unparsed", storage.MODEL)
+    no_version = {**_newer, "deepgp": "1.0\nsecond line"}  # its text is not a version: not shown
+    (tmp_path / "nv").write_bytes(safetensors_bytes({"t": torch.ones(1)}, metadata=no_version))
+    with pytest.raises(ValueError) as err:
+        storage.read(tmp_path / "nv", storage.MODEL)
+    assert "\n" not in str(err.value) and "written by" not in str(err.value)

@@ -25,7 +25,7 @@ def _source_version() -> str:
 
     try:
         text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
-    except OSError:
+    except (OSError, IndexError):  # (IndexError: a package at the file system's root)
         return "0+unknown"
     # the [project] table alone, up to the next table (tomllib is 3.11+; this package runs on 3.10)
     table = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
@@ -34,14 +34,20 @@ def _source_version() -> str:
     return found.group(1) if found else "0+unknown"
 
 
-# declared once, in pyproject.toml: a source tree's own first (``PYTHONPATH=src`` beside an installed
-# deepgp of another version must record the code that ran), else the installed package's metadata
-__version__ = _source_version()
-if __version__ == "0+unknown":
-    try:
-        __version__ = version("deepgp")
-    except PackageNotFoundError:
-        pass
+def _find_version() -> str:
+    """The version, declared once in pyproject.toml: a source tree's own first (``PYTHONPATH=src``
+    beside an installed deepgp of another version must record the code that ran), else the
+    installed package's metadata."""
+    found = _source_version()
+    if found == "0+unknown":
+        try:
+            found = version("deepgp")
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+__version__ = _find_version()
 __all__ = [
     "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52",
     "CholeskyError", "NaturalGradientError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__",

@@ -234,6 +234,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         deepgp 0.1's pickle files, **which runs any code such a file holds**: only for a file whose
         origin you trust, and only to :meth:`save` it again in the safe format.
         """
+        if device is not None:
+            check_device(device)  # (the caller's mistake, before the file can be blamed)
         tree = storage.read(path, storage.REGRESSOR, trust=trust)
         with storage.written_by(path):
             return cls.from_tree(tree, path, device)

@@ -252,16 +252,19 @@ def read(path, kind: str, trust: bool = False):
     if found != kind:
         family, _, number = kind.rpartition("/")
         other_number = found.rpartition("/")[2] if isinstance(found, str) and found.startswith(family + "/") else ""
-        if other_number.isdigit():  # the same kind of file in another layout: say which deepgp reads it
+        if re.fullmatch(r"[0-9]{1,6}", other_number) and int(other_number) != int(number):
+            # the same kind of file in another layout: say which deepgp reads it
             advice = "upgrade deepgp to read it" if int(other_number) > int(number) else "an older deepgp reads it"
-            raise ValueError(f"{path} is {WHAT[kind]} in the layout {found} (written by deepgp "
-                             f"{meta.get('deepgp', '?')}); this deepgp ({_version()}) reads {kind}: {advice}")
+            by = f" (written by deepgp {meta['deepgp']})" if _as_version(meta.get("deepgp")) is not None else ""
+            raise ValueError(f"{path} is {WHAT[kind]} in the layout {found}{by}; this deepgp ({_version()}) "
+                             f"reads {kind}: {advice}")
         other = f"; it is {WHAT[found]}" if found in WHAT else ""
         raise ValueError(f"{path} is not {WHAT[kind]}{other}")
-    try:
-        return unpack(json.loads(meta["tree"]), tensors)
-    except (KeyError, TypeError, ValueError, RecursionError) as err:
-        raise ValueError(f"{path} is damaged: its contents do not parse ({type(err).__name__})") from None
+    with written_by(path):  # (a newer deepgp may spell its contents in a way this one does not know)
+        try:
+            return unpack(json.loads(meta["tree"]), tensors)
+        except (KeyError, TypeError, ValueError, RecursionError) as err:
+            raise ValueError(f"{path} is damaged: its contents do not parse ({type(err).__name__})") from None
 
 
 def _version() -> str:
@@ -270,21 +273,30 @@ def _version() -> str:
     return __version__
 
 
-def release(version: str) -> tuple[int, ...]:
-    """A version's leading numbers, for ordering releases: ``"0.2.0.dev0"`` → (0, 2, 0), ``"1.0rc1"`` → (1, 0)."""
-    numbers = []
-    for part in version.split("."):
-        digits = re.match(r"\d+", part)
-        if digits is None:
-            break
-        numbers.append(int(digits.group()))
-        if digits.end() != len(part):
-            break
-    return tuple(numbers)
+def _as_version(text):
+    """``text`` as a PEP 440 version (packaging's ``Version``), or None: not a string, over 64
+    characters (a header is not trusted: its text goes into messages) or not a version."""
+    from packaging.version import InvalidVersion, Version
+
+    if not isinstance(text, str) or len(text) > 64:
+        return None
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def newer_than_this(found) -> bool:
+    """Whether ``found`` (the version in a file's header) is a later release than this deepgp, by
+    PEP 440's order (``0.2.0.dev0`` < ``0.2.0rc1`` < ``0.2.0`` = ``0.2``); False where either is
+    not a version, and for a source tree of unknown version (``0+unknown``)."""
+    theirs, ours = _as_version(found), _as_version(_version())
+    return theirs is not None and ours is not None and _version() != "0+unknown" and theirs > ours
 
 
 def writer(path) -> str | None:
-    """The deepgp version recorded in the header of the file at ``path`` (None if it names none)."""
+    """The deepgp version recorded in the header of the file at ``path``; None where it names none
+    that is a version (so the text returned is safe to put in a one-line message)."""
     from safetensors import safe_open
 
     try:
@@ -292,22 +304,26 @@ def writer(path) -> str | None:
             found = (f.metadata() or {}).get("deepgp")
     except Exception:  # (only a hint for a message: a file that cannot say is no newer)
         return None
-    return found if isinstance(found, str) else None
+    return found if _as_version(found) is not None else None
 
 
 @contextlib.contextmanager
 def written_by(path):
-    """Checks a file's contents, adding to a ValueError that a newer deepgp wrote the file when it did:
-    a setting or value this version does not know otherwise reads as damage."""
+    """Checks a file's contents; a ValueError about a file that a newer deepgp wrote says so: a
+    setting or value this version does not know would otherwise read as damage."""
     try:
         yield
     except ValueError as err:
         found = writer(path)
-        if found is None or release(found) <= release(_version()):
+        if found is None or not newer_than_this(found):
             raise
         said = str(err).removesuffix(" (written by a newer deepgp?)")
+        for damaged in (" is damaged or incomplete", " is damaged"):  # newer, so not known to be damaged
+            if damaged in said:
+                said = said.replace(damaged, " could not be read by this deepgp", 1)
+                break
         raise ValueError(f"{said} (written by deepgp {found}, newer than this deepgp {_version()}: "
-                         "upgrade deepgp to read it)") from None
+                         "a newer deepgp may read it)") from None
 
 
 def field(tree, name: str, kind: type | tuple[type, ...], path, optional: bool = False):

@@ -147,26 +147,28 @@ def fit(
         batches = Batches(X.shape[0], batch_size, model.device)
         if checkpoint is not None and Path(checkpoint).exists():
             state = storage.read(checkpoint, storage.CHECKPOINT)
-            _check_fingerprint(storage.field(state, "fingerprint", dict, checkpoint), fingerprint, checkpoint)
-            try:
-                _check_state(state, adam, schedule, X.shape[0])
-                # on the CPU first: a checkpoint written on a GPU resumes on the CPU and vice versa
-                # (load_state_dict copies onto the model's and optimiser's own devices)
-                model.load_state_dict(state["model"])
-                check_parameters(model)
-                own = [{k: group[k] for k in _IMPLEMENTATION if k in group} for group in adam.param_groups]
-                adam.load_state_dict(state["adam"])
-                for group, implementation in zip(adam.param_groups, own):
-                    group.update(implementation)  # this run's Adam, the checkpoint's numbers
-                schedule.load_state_dict(state["schedule"])
-                history, start = state["history"].tolist(), state["iteration"]
-                batches.buffer = state["batches"].to(model.device)
-                torch.set_rng_state(state["rng"])
-                if "rng_cuda" in state and model.device.type == "cuda":
-                    torch.cuda.set_rng_state(state["rng_cuda"], model.device)
-            except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as err:
-                raise ValueError(f"checkpoint {checkpoint} is damaged ({type(err).__name__}: "
-                                 f"{' '.join(str(err).split())[:200]}); delete it to train from the start") from None
+            with storage.written_by(checkpoint):
+                _check_fingerprint(storage.field(state, "fingerprint", dict, checkpoint), fingerprint, checkpoint)
+                try:
+                    _check_state(state, adam, schedule, X.shape[0])
+                    # on the CPU first: a checkpoint written on a GPU resumes on the CPU and vice versa
+                    # (load_state_dict copies onto the model's and optimiser's own devices)
+                    model.load_state_dict(state["model"])
+                    check_parameters(model)
+                    own = [{k: group[k] for k in _IMPLEMENTATION if k in group} for group in adam.param_groups]
+                    adam.load_state_dict(state["adam"])
+                    for group, implementation in zip(adam.param_groups, own):
+                        group.update(implementation)  # this run's Adam, the checkpoint's numbers
+                    schedule.load_state_dict(state["schedule"])
+                    history, start = state["history"].tolist(), state["iteration"]
+                    batches.buffer = state["batches"].to(model.device)
+                    torch.set_rng_state(state["rng"])
+                    if "rng_cuda" in state and model.device.type == "cuda":
+                        torch.cuda.set_rng_state(state["rng_cuda"], model.device)
+                except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as err:
+                    said = " ".join(str(err).split())[:200]
+                    raise ValueError(f"checkpoint {checkpoint} is damaged ({type(err).__name__}: {said}); "
+                                     "delete it to train from the start") from None
 
         def cuda_rng() -> dict:
             # on a GPU the Monte-Carlo draws come from the device's generator: resume it too
