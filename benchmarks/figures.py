@@ -17,7 +17,9 @@
 
 Fitted models are kept under ``--work`` (default ``.figures``, ignored by git) and reused, so a run
 cut short resumes with the fits it has; ``--jobs J`` fits J models at once (J processes; on a GPU
-they share it). Every PNG lands in ``--out`` beside a JSON of the settings and scores that made it.
+they share it). The letters' and the marginals' PNGs land in ``--out`` beside a JSON of the settings (and
+the letters' scores) that made them; ``marginals.json`` holds one entry per data set, and a run for
+one keeps the others.
 """
 
 from __future__ import annotations
@@ -112,30 +114,38 @@ def stage_marginals(args) -> None:
     from deepgp.datasets.uci import load_split
     from deepgp.plotting import marginals_figure, save_figure
 
-    record = {}
     for dataset in args.datasets.split(","):
         data = load_split(dataset, 0, args.data_dir)
         folder = args.work / f"{dataset}_0_{args.iterations}"
         folder.mkdir(parents=True, exist_ok=True)
         np.savez(folder / "data.npz", x=data.X_train, y=data.Y_train)
         fits = _fit_all(_jobs(args, folder, folder / "data.npz", MARGINALS), args.jobs)
-        models = {}
+        models, seconds = {}, {}
         for (model, method), fit in zip(MARGINALS, fits):
             reg = DeepGPRegressor.load(fit["path"], device=args.device)
             models[f"{dataset}: {model} ({method.upper()})"] = reg
-            record[f"{dataset} {model} {method}"] = {"fit_seconds": fit["seconds"]}
+            seconds[f"{model} {method}"] = {"fit_seconds": fit["seconds"]}
         out = save_figure(marginals_figure(models, data.X_test, num_points=30, num_samples=2000),
                           args.out / f"marginals_{dataset}.png")
+        _record(args, "marginals", {"fits": seconds}, key=dataset)
         print("wrote", out)
-    _record(args, "marginals", record)
 
 
-def _record(args, stage: str, what: dict) -> None:
+def _record(args, stage: str, what: dict, key: str | None = None) -> None:
+    """Write ``out/STAGE.json``: the deepgp version and settings that made the stage's figure, and
+    ``what``. With ``key`` (the marginals' data set: one figure each), only that key's entry is
+    replaced, so that a run for one data set keeps the record of another's figure."""
     import deepgp
+    from deepgp.storage import write_bytes
 
     settings = {k: v for k, v in vars(args).items() if k in ("iterations", "num_inducing", "device", "seed", "jobs")}
+    entry = {"deepgp": deepgp.__version__, **settings, **what}
     path = args.out / f"{stage}.json"
-    path.write_text(json.dumps({"deepgp": deepgp.__version__, **settings, **what}, indent=1) + "\n")
+    if key is not None:
+        kept = json.loads(path.read_text()) if path.exists() else {}
+        # (entries only: a record of the older single-run layout, settings at the top, is replaced)
+        entry = {**{k: v for k, v in kept.items() if isinstance(v, dict) and "deepgp" in v}, key: entry}
+    write_bytes(path, (json.dumps(entry, indent=1) + "\n").encode())
 
 
 def main(argv=None) -> None:
