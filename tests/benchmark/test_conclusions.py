@@ -263,20 +263,45 @@ def write_results(path, cells: dict, recipe="fast", iterations=10, shapiro=0.98,
 
 def test_rows_at_the_longest_budget_and_one_setting_per_cell(tmp_path):
     path = tmp_path / "r.csv"
-    write_results(path, {("a", "GP", "vi"): [0.0, 1.0], ("a", "LV-GP", "vi"): [5.0]}, iterations=10)
+    write_results(path, {("a", "GP", "vi"): [0.0, 1.0], ("a", "LV-GP", "vi"): [5.0, 6.0]}, iterations=10)
     write_results(path, {("a", "GP", "vi"): [2.0, 3.0]}, iterations=20)  # the longest budget wins
-    write_results(path, {("a", "LV-GP", "vi"): [9.0]}, recipe="paper", iterations=50)  # another recipe
+    write_results(path, {("a", "LV-GP", "vi"): [9.0, 10.0]}, recipe="paper", iterations=50)  # another recipe
     rows = runner.load_results(path).rows
     kept, recipe, aside = conclusions.select_rows(rows)
     ev = conclusions.evidence_from_rows(kept)
-    assert recipe == "fast"  # 5 of the 6 rows
+    assert recipe == "fast"  # 6 of the 8 rows
     assert ev.mean("a", ("GP", "vi")) == 2.5 and ev.budget[("a", "GP", "vi")] == ((0, 1), 2, 20)
-    assert ev.mean("a", ("LV-GP", "vi")) == 5.0 and aside == {("a", "LV-GP", "vi"): ["recipe=paper"]}
+    assert ev.mean("a", ("LV-GP", "vi")) == 5.5 and aside == {("a", "LV-GP", "vi"): ["recipe=paper"]}
     assert ev.n == {"a": 100} and ev.shapiro("a", ("GP", "vi")) == 0.98
     kept, recipe, _ = conclusions.select_rows(rows, "paper")
     ev = conclusions.evidence_from_rows(kept)
-    assert ev.mean("a", ("LV-GP", "vi")) == 9.0  # --recipe paper: that cell's paper rows
+    assert ev.mean("a", ("LV-GP", "vi")) == 9.5  # --recipe paper: that cell's paper rows
     assert ev.mean("a", ("GP", "vi")) == 2.5  # a cell without paper rows keeps its own
+
+
+def test_columns_are_compared_on_the_splits_they_share(tmp_path):
+    """A split that only some of a data set's Table 1 columns have is left out of all of its cells
+    (there: split 1 of GP), and of the runs and the W behind them; another data set keeps its own."""
+    path = tmp_path / "r.csv"
+    write_results(path, {("a", "GP", "vi"): [0.0, 4.0], ("a", "LV-GP", "vi"): [1.0],
+                         ("b", "GP", "vi"): [0.0, 2.0], ("b", "LV-GP", "vi"): [1.0, 3.0]}, iterations=10)
+    ev = conclusions.evidence_from_rows(runner.load_results(path).rows)
+    assert ev.mean("a", ("GP", "vi")) == 0.0 and ev.budget[("a", "GP", "vi")] == ((0,), 1, 10)
+    assert ev.mean("a", ("LV-GP", "vi")) == 1.0
+    assert ev.mean("b", ("GP", "vi")) == 1.0 and ev.budget[("b", "GP", "vi")] == ((0, 1), 2, 10)
+    v = conclusions.criterion1(ev, ["a", "b"])
+    assert "| a | +1.00 ✓✓ |" in "\n".join(v.lines)  # not +1.00 − 2.00 = −1.00 ✗ over split 0 against splits 0-1
+    # the W: over the runs of the values' cells
+    assert conclusions._on_common_runs({("a", "GP", "vi"): {(0, 0): 0.9, (1, 1): 0.5}},
+                                       runs={("a", "GP", "vi"): {(0, 0): 0.0}}) == {("a", "GP", "vi"): {(0, 0): 0.9}}
+    # a baseline: its runs among the nine columns' common ones, else its own
+    cells = {("d", "GP", "vi"): {(0, 0): 1.0}, ("d", "Linear", "vi"): {(0, 0): 2.0, (1, 1): 3.0},
+             ("d", "CVAE-50", "vi"): {(1, 1): 4.0}}
+    assert conclusions._on_common_runs(cells) == {
+        ("d", "GP", "vi"): {(0, 0): 1.0}, ("d", "Linear", "vi"): {(0, 0): 2.0}, ("d", "CVAE-50", "vi"): {(1, 1): 4.0}}
+    # no split in common: each cell keeps its own
+    assert conclusions._on_common_runs({("c", "GP", "vi"): {(0, 0): 1.0}, ("c", "LV-GP", "vi"): {(1, 1): 2.0}}) == {
+        ("c", "GP", "vi"): {(0, 0): 1.0}, ("c", "LV-GP", "vi"): {(1, 1): 2.0}}
 
 
 def test_settings_are_named_against_the_given_ones(tmp_path):
