@@ -39,6 +39,14 @@ def test_ranks_and_median_difference():
     assert report.median_difference(means, [x], ["a", "b"])[x] == 2.0
 
 
+def test_summary_compares_a_datasets_columns_on_the_runs_they_share():
+    gp, x = ("GP", "vi", ""), ("X", "iw", "")
+    groups = {("a", *gp): {0: 0.0, 1: 10.0}, ("a", *x): {0: 1.0},  # split 1 of GP alone: left out
+              ("b", *gp): {0: 0.0, 1: 0.0}, ("b", *x): {0: 1.0, 1: 3.0}}
+    complete, _, med, _, _ = report.summary(groups, [gp, x], ["a", "b"], {})
+    assert complete == ["a", "b"] and med[x] == 1.5  # median of a: 1 − 0 and b: 2 − 0 (not of −4 and 2)
+
+
 def test_report_against_a_paper_table(tmp_path):
     paper = tmp_path / "paper.csv"
     paper.write_text("dataset,N,D,GP_VI,GP_VI_se,LV-GP-GP_IWVI,LV-GP-GP_IWVI_se\n"

@@ -183,11 +183,16 @@ def median_difference(means: dict[tuple, float], configs: list[tuple], datasets:
 
 def summary(groups: dict, configs: list[tuple], datasets: list[str], paper_table: dict):
     """The summary rows, over the datasets where every config has results (as a rank needs): those
-    datasets, our average ranks {config: (mean, s.e.)} and median differences from GP (VI), and the
-    paper's (from its means, over those datasets where it has every config)."""
+    datasets, our average ranks {config: (mean, s.e.)} and median differences from GP (VI), each
+    dataset's columns taken over the runs they all have, and the paper's (from its means, over those
+    datasets where it has every config)."""
     complete = [d for d in datasets if all((d, *c) in groups for c in configs)]
     ranks = average_ranks({d: {c: groups[(d, *c)] for c in configs} for d in complete}, configs)
-    med = median_difference({g: _mean_se(v.values())[0] for g, v in groups.items()}, configs, complete)
+    # each data set's columns over the runs they all have, as the ranks (not split 0 against splits 0-1)
+    shared = {d: set.intersection(*(set(groups[(d, *c)]) for c in [*configs, BASELINE])) for d in complete
+              if (d, *BASELINE) in groups}
+    med = median_difference({(d, *c): float(np.mean([groups[(d, *c)][r] for r in runs]))
+                             for d, runs in shared.items() if runs for c in [*configs, BASELINE]}, configs, complete)
     paper = {(d, *c): paper_table[(d, *c[:2])][0] for d in complete for c in [*configs, BASELINE]
              if (d, *c[:2]) in paper_table}
     paper_complete = [d for d in complete if all((d, *c) in paper for c in configs)]
