@@ -235,8 +235,18 @@ def test_table_1_has_the_nine_columns_italics_summary_and_coverage(tmp_path):
     # the coverage table: runs × iterations, – where nothing ran
     assert "| a | 2 × 10 | 2 × 10 |" in text and "| b | 1 × 10 | – | – |" in text
     assert "Datasets of the paper's table with no rows here: c." in text
+    # the cells not run yet, where another column of their dataset has the run
+    assert ("Not run yet, where other columns of the same dataset have the run: b split 0: GP-GP (VI), "
+            "GP-GP-GP (VI), LV-GP (VI)") in text and "a split" not in text
     # ...and the report includes it
     assert "## Table 1: test log-likelihood" in report.write_report(results, paper=paper, shapiro=shapiro)
+
+
+def test_gaps_name_the_run_a_column_lacks():
+    gp, x = ("GP", "vi", ""), ("LV-GP", "iw", "")
+    groups = {("d", *gp): {(0, 0): 1.0, (0, 3): 2.0, (1, 1): 0.0}, ("d", *x): {(0, 0): 1.0},
+              ("e", *gp): {(0, 0): 1.0}, ("e", *x): {(0, 0): 1.0}}
+    assert report._gaps(groups, [gp, x], ["d", "e"]) == ["d split 0 seed 3: LV-GP (IWVI)", "d split 1: LV-GP (IWVI)"]
 
 
 def test_a_cell_with_several_budgets_shows_its_trend(tmp_path):

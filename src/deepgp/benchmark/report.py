@@ -554,10 +554,27 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     for d in datasets:
         cells = [f"{len(groups[(d, *c)])} × {budget[(d, *c[:2])]:,}" if (d, *c) in groups else "–" for c in configs]
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    gaps = _gaps(groups, configs, datasets)
+    if gaps:
+        lines += ["", "Not run yet, where other columns of the same dataset have the run: " + "; ".join(gaps) + "."]
     missing = [d for d in dict.fromkeys(k[0] for k in paper_table) if d not in datasets]
     if missing:
         lines += ["", f"Datasets of the paper's table with no rows here: {', '.join(missing)}."]
     return "\n".join(lines) + "\n"
+
+
+def _gaps(groups: dict, configs: list[tuple], datasets: list[str]) -> list[str]:
+    """Per dataset and run (split, seed) of any of its columns: the columns without that run, as
+    "dataset split s: columns" (the seed named where it is not the split's own)."""
+    out = []
+    for d in datasets:
+        runs = {c: set(groups.get((d, *c), ())) for c in configs}
+        for split, seed in sorted(set().union(*runs.values())):
+            lacking = [label(*c) for c in configs if (split, seed) not in runs[c]]
+            if lacking:
+                run = f"split {split}" + (f" seed {seed}" if seed != split else "")
+                out.append(f"{d} {run}: {', '.join(lacking)}")
+    return out
 
 
 def write_report(results, out=None, paper=None, metric: str = "test_loglik_kde", shapiro=None,
