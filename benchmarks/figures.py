@@ -134,7 +134,8 @@ def stage_marginals(args) -> None:
 def _record(args, stage: str, what: dict, key: str | None = None) -> None:
     """Write ``out/STAGE.json``: the deepgp version and settings that made the stage's figure, and
     ``what``. With ``key`` (the marginals' data set: one figure each), only that key's entry is
-    replaced, so that a run for one data set keeps the record of another's figure."""
+    replaced, so that a later run for one data set keeps the record of another's figure (runs one at
+    a time: two at once may each miss the other's entry)."""
     import deepgp
     from deepgp.storage import write_bytes
 

@@ -11,10 +11,10 @@ the runs and iterations behind the numbers, and a verdict: reproduced, partly, n
 heading to the end) and keeps the hand-written criteria above it.
 
 ours(d, c) is the test KDE log-likelihood of column c on data set d, at the cell's longest budget,
-averaged over the runs (splits) that all nine Table 1 columns of data set d have, so that a
-criterion compares its columns on the same splits (:func:`deepgp.benchmark.report.summarise`); a
-split that only some of them have is left out until the others have it too (a baseline's cell:
-those of its runs, or its own where it has none of them). Where one cell (dataset,
+averaged over the runs (splits) that every Table 1 column of data set d has, so that a criterion
+compares its columns on the same splits (:func:`deepgp.benchmark.report.summarise`): a split that
+only some of them have is left out until the others have it too, and a cell with none of those
+runs (a baseline run on other splits) counts as missing. Where one cell (dataset,
 model, method) has rows at several settings, the rows of ``--recipe`` (default: the recipe of most
 rows) are kept, then the setting of most rows; settings are named against those given as ``deepgp
 report`` takes them (``--inner-width input``: the paper's inner layers on every data set; default: the
@@ -537,7 +537,7 @@ def evidence_from_rows(rows: list[dict]) -> Evidence:
     cell = lambda g: g[:3]  # noqa: E731  (summarise's groups are (dataset, model, method, variant))
     ev.runs = _on_common_runs({cell(g): v for g, v in summarise(rows, METRIC).items()})
     w = _on_common_runs({cell(g): v for g, v in summarise(rows, "shapiro_median").items()}, ev.runs)
-    ev.w = {c: float(np.mean(list(v.values()))) for c, v in w.items()}
+    ev.w = {c: float(np.mean(list(v.values()))) for c, v in w.items() if c in ev.runs}
     iterations = {cell(g): max(v.values()) for g, v in summarise(rows, "iterations").items()}
     ev.budget = {c: (tuple(sorted({s for s, _ in ev.runs[c]})), len(ev.runs[c]), iterations[c]) for c in ev.runs}
     for r in rows:  # N = training + test points (a test set capped by test_limit only where N > 10 × the cap)
@@ -546,18 +546,20 @@ def evidence_from_rows(rows: list[dict]) -> Evidence:
 
 
 def _on_common_runs(cells: dict, runs: dict | None = None) -> dict:
-    """``cells`` {(dataset, model, method): {run: value}} restricted, per data set, to the runs that all
-    of its nine Table 1 columns have (of ``runs``, where given), so that the columns a criterion
-    compares are averaged over the same splits. Another cell (a baseline) keeps those of its runs, or
-    its own where it has none of them; a data set whose columns share no run keeps each cell's own."""
+    """``cells`` {(dataset, model, method): {run: value}} restricted, per data set, to the runs that
+    every Table 1 column it has shares (of ``runs``, where given), so that the columns a criterion
+    compares are averaged over the same splits; a cell without any of those runs (a baseline run on
+    other splits, or every cell where the columns share none) is left out. A data set without Table 1
+    columns keeps its cells."""
     common: dict[str, set] = {}
     for (d, *config), values in (runs or cells).items():
         if tuple(config) in CONFIGS:
             common[d] = common[d] & set(values) if d in common else set(values)
     kept = {}
     for c, values in cells.items():
-        shared = {k: v for k, v in values.items() if k in common.get(c[0], ())}
-        kept[c] = shared or values
+        shared = {k: v for k, v in values.items() if k in common[c[0]]} if c[0] in common else values
+        if shared:
+            kept[c] = shared
     return kept
 
 
@@ -648,8 +650,8 @@ def render(results: list, paper=None, s1=None, s2=None, recipe: str | None = Non
         lines.append(f"- With results but not all nine columns: {'; '.join(partial)}.")
     how = "given by `--recipe`" if recipe else "the recipe of most rows; `--recipe` chooses"
     lines.append(f"- Recipe, where a cell has rows of several: {chosen} ({how}). ours(d, c): the test KDE "
-                 "log-likelihood at the cell's longest budget, mean over the runs that all nine Table 1 columns "
-                 "of its data set have (a baseline: those of its runs, if any); W: the median Shapiro-Wilk W, "
+                 "log-likelihood at the cell's longest budget, mean over the runs that every Table 1 column of "
+                 "its data set has (a cell with none of them counts as missing); W: the median Shapiro-Wilk W, "
                  "mean over the same runs.")
     settings: dict[str, list] = defaultdict(list)
     for r in kept:

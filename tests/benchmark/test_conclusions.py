@@ -294,14 +294,13 @@ def test_columns_are_compared_on_the_splits_they_share(tmp_path):
     # the W: over the runs of the values' cells
     assert conclusions._on_common_runs({("a", "GP", "vi"): {(0, 0): 0.9, (1, 1): 0.5}},
                                        runs={("a", "GP", "vi"): {(0, 0): 0.0}}) == {("a", "GP", "vi"): {(0, 0): 0.9}}
-    # a baseline: its runs among the nine columns' common ones, else its own
+    # a baseline: its runs among the columns' common ones; none of them: left out
     cells = {("d", "GP", "vi"): {(0, 0): 1.0}, ("d", "Linear", "vi"): {(0, 0): 2.0, (1, 1): 3.0},
-             ("d", "CVAE-50", "vi"): {(1, 1): 4.0}}
+             ("d", "CVAE-50", "vi"): {(1, 1): 4.0}, ("e", "Linear", "vi"): {(1, 1): 5.0}}
     assert conclusions._on_common_runs(cells) == {
-        ("d", "GP", "vi"): {(0, 0): 1.0}, ("d", "Linear", "vi"): {(0, 0): 2.0}, ("d", "CVAE-50", "vi"): {(1, 1): 4.0}}
-    # no split in common: each cell keeps its own
-    assert conclusions._on_common_runs({("c", "GP", "vi"): {(0, 0): 1.0}, ("c", "LV-GP", "vi"): {(1, 1): 2.0}}) == {
-        ("c", "GP", "vi"): {(0, 0): 1.0}, ("c", "LV-GP", "vi"): {(1, 1): 2.0}}
+        ("d", "GP", "vi"): {(0, 0): 1.0}, ("d", "Linear", "vi"): {(0, 0): 2.0}, ("e", "Linear", "vi"): {(1, 1): 5.0}}
+    # the columns share no split: the data set's cells are all left out (missing), not compared across splits
+    assert conclusions._on_common_runs({("c", "GP", "vi"): {(0, 0): 1.0}, ("c", "LV-GP", "vi"): {(1, 1): 2.0}}) == {}
 
 
 def test_settings_are_named_against_the_given_ones(tmp_path):

@@ -45,6 +45,10 @@ def test_summary_compares_a_datasets_columns_on_the_runs_they_share():
               ("b", *gp): {0: 0.0, 1: 0.0}, ("b", *x): {0: 1.0, 1: 3.0}}
     complete, _, med, _, _ = report.summary(groups, [gp, x], ["a", "b"], {})
     assert complete == ["a", "b"] and med[x] == 1.5  # median of a: 1 − 0 and b: 2 − 0 (not of −4 and 2)
+    # a dataset whose columns share no run is left out of the summary, and of its count
+    groups[("c", *gp)], groups[("c", *x)] = {0: 0.0}, {1: 9.0}
+    complete, ranks, med, _, _ = report.summary(groups, [gp, x], ["a", "b", "c"], {})
+    assert complete == ["a", "b"] and med[x] == 1.5 and report.shared_runs(groups, [gp, x], ["c"]) == {}
 
 
 def test_report_against_a_paper_table(tmp_path):
@@ -236,7 +240,7 @@ def test_table_1_has_the_nine_columns_italics_summary_and_coverage(tmp_path):
     assert "| a | 2 × 10 | 2 × 10 |" in text and "| b | 1 × 10 | – | – |" in text
     assert "Datasets of the paper's table with no rows here: c." in text
     # the cells not run yet, where another column of their dataset has the run
-    assert ("Not run yet, where other columns of the same dataset have the run: b split 0: GP-GP (VI), "
+    assert ("where other columns of the same dataset have them: b split 0: GP-GP (VI), "
             "GP-GP-GP (VI), LV-GP (VI)") in text and "a split" not in text
     # ...and the report includes it
     assert "## Table 1: test log-likelihood" in report.write_report(results, paper=paper, shapiro=shapiro)

@@ -181,18 +181,30 @@ def median_difference(means: dict[tuple, float], configs: list[tuple], datasets:
     return out
 
 
+def shared_runs(groups: dict, configs: list[tuple], datasets: list[str]) -> dict[str, set]:
+    """{dataset: the runs (split, seed) that every config of ``configs`` has there}, for the datasets
+    where each of them has rows and they share at least one run."""
+    out = {}
+    for d in datasets:
+        cells = [groups.get((d, *c)) for c in configs]
+        if all(cells):
+            runs = set.intersection(*(set(v) for v in cells))
+            if runs:
+                out[d] = runs
+    return out
+
+
 def summary(groups: dict, configs: list[tuple], datasets: list[str], paper_table: dict):
-    """The summary rows, over the datasets where every config has results (as a rank needs): those
-    datasets, our average ranks {config: (mean, s.e.)} and median differences from GP (VI), each
-    dataset's columns taken over the runs they all have, and the paper's (from its means, over those
-    datasets where it has every config)."""
-    complete = [d for d in datasets if all((d, *c) in groups for c in configs)]
+    """The summary rows, over the datasets where every config has results on a common run (as a rank
+    needs): those datasets, our average ranks {config: (mean, s.e.)} and median differences from GP
+    (VI), each dataset's columns taken over the runs they all have (not split 0 against splits 0-1),
+    and the paper's (from its means, over those datasets where it has every config)."""
+    shared = shared_runs(groups, configs, datasets)
+    complete = list(shared)
     ranks = average_ranks({d: {c: groups[(d, *c)] for c in configs} for d in complete}, configs)
-    # each data set's columns over the runs they all have, as the ranks (not split 0 against splits 0-1)
-    shared = {d: set.intersection(*(set(groups[(d, *c)]) for c in [*configs, BASELINE])) for d in complete
-              if (d, *BASELINE) in groups}
+    with_gp = {d: shared[d] & set(groups.get((d, *BASELINE), ())) for d in complete}
     med = median_difference({(d, *c): float(np.mean([groups[(d, *c)][r] for r in runs]))
-                             for d, runs in shared.items() if runs for c in [*configs, BASELINE]}, configs, complete)
+                             for d, runs in with_gp.items() if runs for c in [*configs, BASELINE]}, configs, complete)
     paper = {(d, *c): paper_table[(d, *c[:2])][0] for d in complete for c in [*configs, BASELINE]
              if (d, *c[:2]) in paper_table}
     paper_complete = [d for d in complete if all((d, *c) in paper for c in configs)]
@@ -549,14 +561,16 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     lines.append("| average rank, ours / paper | " + " | ".join(
         f"{_number(ranks.get(c, (None,))[0])} / {_number(paper_ranks.get(c, (None,))[0])}" for c in configs) + " |")
     lines += ["", f"Summary rows over the {len(complete)} datasets with all nine columns"
-              + (f" ({', '.join(complete)})" if complete else "") + "; ranks per split, 1 = lowest, as the paper.",
+              + (f" ({', '.join(complete)})" if complete else "") + ", over the runs a dataset's nine share (the "
+              "cells above: over all of each one's runs); ranks per split, 1 = lowest, as the paper.",
               "", "Runs × iterations behind each cell (– : not run):", "", header, rule]
     for d in datasets:
         cells = [f"{len(groups[(d, *c)])} × {budget[(d, *c[:2])]:,}" if (d, *c) in groups else "–" for c in configs]
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
     gaps = _gaps(groups, configs, datasets)
     if gaps:
-        lines += ["", "Not run yet, where other columns of the same dataset have the run: " + "; ".join(gaps) + "."]
+        lines += ["", "Runs missing from cells (not run, or not yet to the cell's longest budget) where other "
+                  "columns of the same dataset have them: " + "; ".join(gaps) + "."]
     missing = [d for d in dict.fromkeys(k[0] for k in paper_table) if d not in datasets]
     if missing:
         lines += ["", f"Datasets of the paper's table with no rows here: {', '.join(missing)}."]
