@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from deepgp.kernels import RBF, Matern52, make_kernel
+from deepgp.config import KERNEL_NAMES
+from deepgp.kernels import KERNELS, RBF, Matern32, Matern52, make_kernel
 from deepgp.params import FLOOR, Positive, inverse_positive, positive
 
 
@@ -27,6 +28,28 @@ def test_matern52_matches_formula_and_is_one_at_zero():
     torch.testing.assert_close(torch.diagonal(K), torch.ones(2, dtype=torch.float64))
     K.sum().backward()  # finite gradient at r = 0
     assert torch.isfinite(k.lengthscale.psi.grad).all()
+
+
+@pytest.mark.parametrize("cls, nu", [(Matern32, 1.5), (Matern52, 2.5)])
+def test_matern_agrees_with_scikit_learn(cls, nu):
+    # an independent implementation: scikit-learn's Matern (ARD lengthscales, unit variance)
+    from sklearn.gaussian_process.kernels import Matern
+
+    ls = [0.7, 1.9, 0.4]
+    k = cls(3)
+    k.lengthscale.assign(torch.tensor(ls))
+    k.variance.assign(2.3)
+    X, Z = torch.randn(5, 3, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
+    expected = 2.3 * Matern(length_scale=ls, nu=nu)(X.numpy(), Z.numpy())
+    torch.testing.assert_close(k.K(X, Z), torch.from_numpy(expected))
+    K = k.K(X, X)
+    torch.testing.assert_close(torch.diagonal(K), k.K_diag(X))
+    K.sum().backward()  # finite gradient at r = 0
+    assert torch.isfinite(k.lengthscale.psi.grad).all()
+
+
+def test_every_kernel_name_the_settings_accept_is_built():
+    assert set(KERNEL_NAMES) == set(KERNELS)
 
 
 def test_lengthscale_initialised_to_sqrt_dim():

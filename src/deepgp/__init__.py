@@ -7,7 +7,7 @@ Variational Inference", ICML 2019.
 from importlib.metadata import PackageNotFoundError, version
 
 from .config import ModelConfig, TrainConfig
-from .kernels import RBF, Matern52
+from .kernels import RBF, Matern32, Matern52
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import CholeskyError
@@ -49,7 +49,7 @@ def _find_version() -> str:
 
 __version__ = _find_version()
 __all__ = [
-    "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52",
+    "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52", "Matern32",
     "CholeskyError", "NaturalGradientError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__",
     "DeepGPRegressor", "ModelConfig", "TrainConfig",
 ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from .validation import check_positive_float, check_positive_int, check_seed
 
 MODEL_TOKENS = ("GP", "LV")
-KERNEL_NAMES = ("rbf", "matern52")
+KERNEL_NAMES = ("rbf", "matern52", "matern32")
 DTYPE_NAMES = ("float64", "float32")
 METHODS = ("vi", "iw")
 INNER_SAMPLING = ("joint", "independent")

@@ -80,7 +80,16 @@ class Matern52(Stationary):
         return (1.0 + s5r + (5.0 / 3.0) * r2) * torch.exp(-s5r)
 
 
-KERNELS = {"rbf": RBF, "matern52": Matern52}
+class Matern32(Stationary):
+    """Matérn-3/2: (1 + √3 r) exp(−√3 r); once differentiable, rougher than Matérn-5/2."""
+
+    def shape_fn(self, r2):
+        r = torch.sqrt(r2 + 1e-36)  # as in Matern52: a finite gradient at r = 0
+        s3r = math.sqrt(3.0) * r
+        return (1.0 + s3r) * torch.exp(-s3r)
+
+
+KERNELS = {"rbf": RBF, "matern52": Matern52, "matern32": Matern32}
 
 
 def make_kernel(name: str, input_dim: int, **kwargs) -> Stationary:
