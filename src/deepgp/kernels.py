@@ -59,6 +59,11 @@ class Stationary(nn.Module):
         raise NotImplementedError
 
 
+def _distance(r2: torch.Tensor) -> torch.Tensor:
+    """r from r²; the 1e-36 keeps the gradient of sqrt finite at r = 0 (the diagonal of K(Z, Z))."""
+    return torch.sqrt(r2 + 1e-36)
+
+
 class RBF(Stationary):
     """Squared exponential: exp(−r²/2)."""
 
@@ -74,8 +79,7 @@ class Matern52(Stationary):
     """Matérn-5/2: (1 + √5 r + 5r²/3) exp(−√5 r)."""
 
     def shape_fn(self, r2):
-        # the 1e-36 keeps the gradient of sqrt finite at r = 0 (the diagonal of K(Z, Z))
-        r = torch.sqrt(r2 + 1e-36)
+        r = _distance(r2)
         s5r = math.sqrt(5.0) * r
         return (1.0 + s5r + (5.0 / 3.0) * r2) * torch.exp(-s5r)
 
@@ -84,7 +88,7 @@ class Matern32(Stationary):
     """Matérn-3/2: (1 + √3 r) exp(−√3 r); once differentiable, rougher than Matérn-5/2."""
 
     def shape_fn(self, r2):
-        r = torch.sqrt(r2 + 1e-36)  # as in Matern52: a finite gradient at r = 0
+        r = _distance(r2)
         s3r = math.sqrt(3.0) * r
         return (1.0 + s3r) * torch.exp(-s3r)
 
