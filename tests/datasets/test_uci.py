@@ -44,7 +44,22 @@ def test_missing_dataset_says_where_and_how(tmp_path, monkeypatch):
     msg = str(info.value)
     for folder in ("given", "env", "cache"):
         assert str(tmp_path / folder) in msg
-    assert "download_uci('boston')" in msg and "DEEPGP_DATA" in msg
+    assert "Provide it with deepgp.datasets.download_uci('boston')" in msg and "DEEPGP_DATA" in msg
+    assert "did you mean" not in msg
+
+
+def test_missing_dataset_suggests_a_near_name(tmp_path, monkeypatch):
+    monkeypatch.setenv(uci.ENV_VAR, str(tmp_path / "env"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    uci.write_uci(tmp_path / "env" / "mydata.csv.gz", np.ones((4, 3)))
+    with pytest.raises(FileNotFoundError, match=r"'mydat' not found \(did you mean 'mydata'\?\)") as info:
+        uci.find_uci("mydat")
+    assert "Provide it by placing mydat.csv.gz" in str(info.value)  # not downloadable: no download hint
+    with pytest.raises(FileNotFoundError, match=r"did you mean 'boston'\?"):
+        uci.find_uci("bostn")  # a downloadable name counts though it is not on disk
+    with pytest.raises(FileNotFoundError) as info:
+        uci.find_uci("zzzzzz")
+    assert "did you mean" not in str(info.value)
 
 
 @pytest.fixture

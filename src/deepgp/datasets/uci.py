@@ -17,6 +17,7 @@ points; ``stats="all"`` reproduces that), and results are reported in these stan
 
 from __future__ import annotations
 
+import difflib
 import gzip
 import io
 import os
@@ -121,11 +122,15 @@ def find_uci(name: str, data_dir=None) -> Path:
         if path.is_file():
             return path
     looked = "\n".join(f"  {d / (name + '.csv.gz')}" for d in dirs)
-    hint = f"deepgp.datasets.download_uci({name!r}) (needs a network), or " if name in SOURCES else ""
+    # a near name among those on disk or downloadable catches a typo ('bostn')
+    known = {p.name[: -len(".csv.gz")] for d in dirs if d.is_dir() for p in d.glob("*.csv.gz")} | set(SOURCES)
+    near = difflib.get_close_matches(name, sorted(known - {name}), n=1)
+    guess = f" (did you mean {near[0]!r}?)" if near else ""
+    how = f"with deepgp.datasets.download_uci({name!r}) (needs a network), or " if name in SOURCES else ""
     raise FileNotFoundError(
-        f"UCI data set {name!r} not found; looked for:\n{looked}\n"
-        f"Provide it with {hint}by placing {name}.csv.gz (header x1,...,xD,y; target last) in one of these "
-        f"folders, or by pointing data_dir / ${ENV_VAR} at the folder that holds it."
+        f"UCI data set {name!r} not found{guess}. Provide it {how}by placing {name}.csv.gz (header "
+        f"x1,...,xD,y; target last) in one of the folders below, or by pointing data_dir / ${ENV_VAR} at "
+        f"the folder that holds it. Looked for:\n{looked}"
     )
 
 
