@@ -3,6 +3,7 @@
 import csv
 import gzip
 import json
+import re
 
 import numpy as np
 import pytest
@@ -114,6 +115,18 @@ def test_help_lists_every_command(capsys):
             main(argv)
         assert exc.value.code == 0
     assert "--target" in capsys.readouterr().out
+
+
+def test_help_states_each_default_once(capsys):
+    for argv in (["fit", "--help"], ["predict", "--help"], ["demo", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        text = " ".join(capsys.readouterr().out.split())
+        assert "(default: None)" not in text  # a None default is resolved elsewhere: its help says where
+        assert not re.search(r"\(default: [^)]*\) \(default:", text), argv  # stated once, not twice
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    assert "(default: 128)" in " ".join(capsys.readouterr().out.split())  # the others keep theirs
 
 
 def errors_for(tmp_path, data):

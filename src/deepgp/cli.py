@@ -127,6 +127,17 @@ def _widths(text: str) -> tuple[int, ...]:
     return values
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that ends with each option's default, except where the default is None (a value resolved
+    elsewhere, which the help names) or where the help already states it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default is None or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line (``deepgp fit: error: argument --lr: ...``) and exit 2
     instead of the usage block; sub-parsers inherit the class."""

@@ -8,7 +8,6 @@ which :mod:`deepgp.cli` prints as one line with exit status 2.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import add_settings, at_least, count, positive_int, seed
+from .cli import HelpFormatter, add_settings, at_least, count, positive_int, seed
 from .config import ModelConfig, TrainConfig, settings_of
 from .storage import check_writable, write_bytes
 from .tables import choose_inputs, read_csv, select
@@ -87,7 +86,7 @@ def _model_data(reg, path, need_target: bool):
 # -- registration -------------------------------------------------------------------------------
 def register(sub) -> None:
     """Add demo / fit / predict / evaluate / plot to the CLI's sub-parsers."""
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = HelpFormatter
 
     p = sub.add_parser("demo", formatter_class=fmt,
                        help="fit four models to the 'DGP' letters, print a table, draw them",
