@@ -123,7 +123,7 @@ def find_uci(name: str, data_dir=None) -> Path:
             return path
     looked = "\n".join(f"  {d / (name + '.csv.gz')}" for d in dirs)
     # a near name among those on disk or downloadable catches a typo ('bostn')
-    known = {p.name[: -len(".csv.gz")] for d in dirs if d.is_dir() for p in d.glob("*.csv.gz")} | set(SOURCES)
+    known = _names_in(dirs) | set(SOURCES)
     near = difflib.get_close_matches(name, sorted(known - {name}), n=1)
     guess = f" (did you mean {near[0]!r}?)" if near else ""
     how = f"with deepgp.datasets.download_uci({name!r}) (needs a network), or " if name in SOURCES else ""
@@ -137,11 +137,12 @@ def find_uci(name: str, data_dir=None) -> Path:
 def list_uci(data_dir=None) -> list[str]:
     """Names of the data sets in ``data_dir`` when given, else in ``$DEEPGP_DATA`` and the cache (sorted,
     without duplicates): a folder named explicitly is the collection meant."""
-    names = set()
-    for d in [Path(data_dir)] if data_dir is not None else search_dirs():
-        if d.is_dir():
-            names.update(p.name[: -len(".csv.gz")] for p in d.glob("*.csv.gz"))
-    return sorted(names)
+    return sorted(_names_in([Path(data_dir)] if data_dir is not None else search_dirs()))
+
+
+def _names_in(dirs) -> set[str]:
+    """The names NAME of the NAME.csv.gz files in those of ``dirs`` that exist."""
+    return {p.name[: -len(".csv.gz")] for d in dirs if d.is_dir() for p in d.glob("*.csv.gz")}
 
 
 def load_uci(name: str, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
