@@ -1,4 +1,6 @@
-"""The paper's two variational bounds, as unbiased minibatch estimates scaled to N points.
+"""The paper's two variational bounds, as unbiased minibatch estimates scaled to N points (the IW
+bound of the paper's eq. 11 with ``inner_sampling="joint"``; the default per-sample inner draws are
+the released code's estimate, docs/math.md §8.2).
 
 Both take a DeepGP, a checked batch X [B, D], Y [B, D_y] and return a scalar tensor.
 """

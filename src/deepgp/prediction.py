@@ -6,7 +6,7 @@ done in blocks of (samples × test points) so that 10,000 points × 2,000 sample
 few hundred MB. Within a block the draws are laid out as groups (sample index s) of test points:
 the s-th draw of every test point in the block shares one draw of the inducing values, which
 leaves each point's predictive distribution exact and costs O(L·M) per (point, sample) instead of
-O(L·M²). Blocks hold at most 128 samples so that each inducing draw (O(L·M²)) is shared by
+O(L·M²). Blocks hold at most 128 samples (512 on a GPU) so that each inducing draw (O(L·M²)) is shared by
 hundreds of points.
 """
 
