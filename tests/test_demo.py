@@ -1,9 +1,15 @@
-"""`deepgp demo --quick` end to end: the latent-variable model must beat the GP on the letters."""
+"""`deepgp demo --quick` end to end (the latent-variable model must beat the GP on the letters), and the
+tutorial, the demo written out, run as written."""
 
 import json
+import re
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import torch
 
+import deepgp.demo
 from deepgp.cli import main
 from deepgp.demo import QUICK, DemoConfig, config_from_args
 
@@ -33,3 +39,22 @@ def test_help_states_the_budgets(capsys):
         main(["demo", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert f"(default: {DemoConfig().iterations}; {QUICK.iterations} with --quick)" in help_text
+
+
+@pytest.mark.slow
+def test_tutorial_runs_as_written(tmp_path, monkeypatch, capsys):
+    # docs/tutorial.md is the demo written out: its code, pasted as is, must run against the current
+    # API (here at the --quick budget, as DemoConfig() is the tutorial's one source of settings)
+    text = (Path(__file__).parents[1] / "docs" / "tutorial.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= 4 and "DemoConfig()" in blocks[0]
+    monkeypatch.setattr(deepgp.demo, "DemoConfig", lambda: replace(QUICK, iterations=100))
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the suite stays on one thread
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for code in blocks[:4]:  # the fifth is `run_demo`, tested above
+        exec(compile(code, "tutorial.md", "exec"), namespace)
+    printed = capsys.readouterr().out
+    assert "GP (VI)        test log density" in printed and "LV-GP-GP (IW)  test log density" in printed
+    assert (tmp_path / "letters.png").stat().st_size > 10_000
+    assert namespace["x"].shape == (QUICK.num_train, 1)
