@@ -7,7 +7,7 @@
 
 One trained model, evaluated ``--seeds`` times on the same test points, each time under another
 seed of ``--draws`` predictive draws: the KDE (the paper's protocol) and the Gaussian mixture
-(docs/math.md §10.2–10.3). Their spread is the Monte Carlo noise of each estimate, the yardstick
+(docs/mathematics.md §10.2–10.3). Their spread is the Monte Carlo noise of each estimate, the yardstick
 for a difference between two systems or recipes. The run is ``time_to_quality.py``'s (the same data,
 key and checkpoint file under ``--checkpoints``), loaded from the checkpoint it left at
 ``--iterations`` (train it with that script first), and the first seed is the one it evaluated with,

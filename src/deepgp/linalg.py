@@ -282,7 +282,7 @@ def marginal_moments(
 def marginal_moments_plain(
     Lz_inv: torch.Tensor, K: torch.Tensor, R: torch.Tensor, m: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`marginal_moments` as the formula reads (docs/math.md §2.3), differentiated by autograd."""
+    """:func:`marginal_moments` as the formula reads (docs/mathematics.md §2.3), differentiated by autograd."""
     A = Lz_inv @ K  # [M, n]
     RtA = R.mT @ A  # [L, M, n]
     return A.T @ m, RtA.square().sum(1).T - A.square().sum(0).unsqueeze(-1)
@@ -301,6 +301,6 @@ def joint_moments(At: torch.Tensor, R: torch.Tensor, m: torch.Tensor) -> tuple[t
 
 
 def joint_moments_plain(At: torch.Tensor, R: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`joint_moments` as the formula reads (docs/math.md §2.2), differentiated by autograd."""
+    """:func:`joint_moments` as the formula reads (docs/mathematics.md §2.2), differentiated by autograd."""
     AtR = At.unsqueeze(1) @ R  # (R_lᵀA)ᵀ [G, L, P, M]
     return At @ m, AtR @ AtR.mT

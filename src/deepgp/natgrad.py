@@ -1,4 +1,4 @@
-"""Natural-gradient steps on a GP layer's whitened q(v) = N(m, S) (docs/math.md §9).
+"""Natural-gradient steps on a GP layer's whitened q(v) = N(m, S) (docs/mathematics.md §9).
 
 Natural parameters θ₁ = S⁻¹m, θ₂ = −½S⁻¹; expectation parameters η₁ = m, η₂ = S + mmᵀ. The
 natural gradient in θ is the ordinary gradient in η, so a step is θ ← θ + γ ∂F/∂η. The

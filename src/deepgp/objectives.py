@@ -1,6 +1,6 @@
 """The paper's two variational bounds, as unbiased minibatch estimates scaled to N points (the IW
 bound of the paper's eq. 11 with ``inner_sampling="joint"``; the default per-sample inner draws are
-the released code's estimate, docs/math.md §8.2).
+the released code's estimate, docs/mathematics.md §8.2).
 
 Both take a DeepGP, a checked batch X [B, D], Y [B, D_y] and return a scalar tensor.
 """
@@ -15,7 +15,7 @@ from .config import INNER_SAMPLING
 
 
 def elbo_vi(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 1) -> torch.Tensor:
-    """The VI bound (paper eqs. 3–4; docs/math.md §7):
+    """The VI bound (paper eqs. 3–4; docs/mathematics.md §7):
 
         (N/B) Σ_n [ mean_s E_q(f) log p(y_n | f(h_n^s)) − KL(q(w_n) ‖ p(w_n)) ] − Σ_layers KL(q(v) ‖ p(v)),
 
@@ -43,7 +43,7 @@ def check_dreg(inner_sampling: str) -> None:
 
 def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5,
             inner_sampling: str = "independent", dreg: bool = False) -> torch.Tensor:
-    """The importance-weighted bound (paper eq. 11; docs/math.md §8):
+    """The importance-weighted bound (paper eq. 11; docs/mathematics.md §8):
 
         (N/B) Σ_n [ logsumexp_k ℓ_n^k − log K ] − Σ_layers KL(q(v) ‖ p(v)),
         ℓ_n^k = E_q(f) log p(y_n | f(h_n^k)) + Σ_LV [log p(w_n^k) − log q(w_n^k)].
@@ -56,7 +56,7 @@ def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5,
     bound, computed as ``elbo_vi`` averaging the K samples (same expectation, lower variance).
 
     ``dreg`` (with ``"independent"`` sampling only) changes the encoders' gradient, not the value:
-    the doubly reparameterised estimator of Tucker et al. (2018; docs/math.md §8.5),
+    the doubly reparameterised estimator of Tucker et al. (2018; docs/mathematics.md §8.5),
 
         ∇_φ ≈ Σ_k w̃_k² ∂ℓ^k/∂w^k ∂w^k/∂φ,   w̃_k = softmax_k ℓ^k,
 

@@ -1,4 +1,4 @@
-"""Predictive samples and test log densities (docs/math.md §10; docs/paper-vs-code.md §5).
+"""Predictive samples and test log densities (docs/mathematics.md §10; docs/paper-vs-code.md §5).
 
 At a test point w is drawn from the prior and each of the S samples is an independent draw
 through the inner layers; the final layer gives a Gaussian N(μ_s, s_s² + σ²) per sample. Work is

@@ -1,6 +1,6 @@
 """Reference definitions that the tests check the fast code against; training does not use them.
 
-The natural-gradient step as its definition reads (docs/math.md §9): θ ← θ + γ ∂F/∂η with ∂F/∂η
+The natural-gradient step as its definition reads (docs/mathematics.md §9): θ ← θ + γ ∂F/∂η with ∂F/∂η
 from autograd, the layer's q read as a function of expectation-parameter leaves
 (:func:`expectation_parameters`, :func:`natgrad_step`). Training takes the same step from
 ∂F/∂(m, R) by the chain rule (:func:`deepgp.natgrad.natgrad_step_q`). The plain formulas beside

@@ -5,7 +5,7 @@ one draw of the layer's function (for the importance-weighted bound a group is a
 its P = K importance samples; for ordinary VI and for prediction P = 1 or the groups are sample
 indices). The layer has L independent GPs sharing one kernel and one set of M inducing inputs.
 
-Conditional (docs/math.md §2), with A = Lz⁻¹ K_ZH and Q = K_HH − AᵀA the prior conditional:
+Conditional (docs/mathematics.md §2), with A = Lz⁻¹ K_ZH and Q = K_HH − AᵀA the prior conditional:
     mean_l = Aᵀ m_l,   cov_l = Q + (R_lᵀA)ᵀ(R_lᵀA).
 Sampling draws v_l = m_l + R_l ε once per group and sets g = Aᵀ v + chol(Q) ξ: exactly the same
 distribution as mean + chol(cov) ε, but the K×K Cholesky is of Q, shared by the L GPs, and the
@@ -95,7 +95,7 @@ class GPLayer(nn.Module):
         return 0.5 * (R.square().sum() + m.square().sum() - self.num_gps * self.num_inducing - logdet)
 
     # -- the conditional ----------------------------------------------------------------------
-    # Each case of the conditional is the formula of docs/math.md §2.2 in the layout that is fast
+    # Each case of the conditional is the formula of docs/mathematics.md §2.2 in the layout that is fast
     # for it (docs/paper-vs-code.md §6.3–6.4): the marginal path keeps A = Lz⁻¹K(Z, H) as [M, GP]
     # for linalg.marginal_moments; the joint path keeps Aᵀ as [G, P, M], so that per-group
     # products are batched GEMMs on contiguous memory. Lz⁻¹ is formed explicitly
@@ -144,7 +144,7 @@ class GPLayer(nn.Module):
         return At, Q
 
     def conditional(self, H: torch.Tensor, full_cov: bool = False):
-        """Moments of the L GP values g at H [G, P, D_in] under q (docs/math.md §2.2):
+        """Moments of the L GP values g at H [G, P, D_in] under q (docs/mathematics.md §2.2):
 
             A = Lz⁻¹K_ZH,   mean_l = Aᵀm_l,   cov_l = Q + (R_lᵀA)ᵀ(R_lᵀA),   Q = K_HH − AᵀA.
 
