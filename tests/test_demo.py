@@ -20,10 +20,14 @@ def test_quick_demo_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     for name in ("GP", "GP-GP", "LV-GP", "LV-GP-GP"):
         assert f"\n{name:10s} " in out  # a row of the printed table
-    scores = json.loads((tmp_path / "scores.json").read_text())["scores"]
+    record = json.loads((tmp_path / "scores.json").read_text())
+    scores = record["scores"]
     assert list(scores) == ["GP", "GP-GP", "LV-GP", "LV-GP-GP"]
     # one Gaussian per x cannot fit three strokes of a letter; LV-GP-GP can (≈ −3.4 vs ≈ −1.3)
     assert scores["LV-GP-GP"]["test_log_density"] > scores["GP"]["test_log_density"] + 1.0
+    # the exact density is the yardstick, in the same units: no model reaches it (≈ −0.72)
+    assert record["exact"] > max(s["test_log_density"] for s in scores.values())
+    assert f"(the exact letters density) {record['exact']:7.3f}" in out
     assert (tmp_path / "demo.png").stat().st_size > 20_000
 
 

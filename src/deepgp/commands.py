@@ -179,11 +179,11 @@ def register(sub) -> None:
 
 # -- handlers -----------------------------------------------------------------------------------
 def _demo(args) -> int:
-    from .demo import config_from_args, run_demo, score_table
+    from .demo import config_from_args, exact_score, run_demo, score_table
 
-    scores = run_demo(args.out, models=tuple(_names(args.models)),
-                      config=config_from_args(args.quick, args.iterations), progress=not args.no_progress)
-    print("\n" + score_table(scores))
+    config = config_from_args(args.quick, args.iterations)
+    scores = run_demo(args.out, models=tuple(_names(args.models)), config=config, progress=not args.no_progress)
+    print("\n" + score_table(scores, exact=exact_score(config)))
     return 0
 
 
