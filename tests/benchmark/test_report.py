@@ -206,6 +206,10 @@ def test_table_s1_and_s2_put_every_method_beside_the_paper(tmp_path):
             in text.split("its Table S1")[1])
     assert "| yacht | -0.15 / -0.14 | – / -7.91 | -3.00 / −∞ | – / 1.32 | 0.50 / -0.26 |" in text
     assert "| yacht | 0.990 / 1.000 | – / 0.999 | – / 1.000 | 0.990 / 1.000 | 0.990 / – |" in text  # ours last
+    # what the paper has and we have not run is listed below each table, per method
+    s1_text = text.split("its Table S1")[1].split("## ")[0]
+    assert "Not run here where the paper has a value: CVAE-50 (VI), GP (VI) on yacht (1 of 1)." in s1_text
+    assert "CVAE-100-100 (VI)" not in s1_text.split("Not run here")[1]  # run, even if the paper's is −∞
 
 
 def test_table_1_has_the_nine_columns_italics_summary_and_coverage(tmp_path):

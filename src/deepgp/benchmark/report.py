@@ -496,13 +496,24 @@ def render_matrix(results, paper, metric: str, title: str, digits: int = 2, refe
     ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in groups.items()}
     shown = _settings(reference) + _measured(every, rows)
     lines = [f"## {title}", "", f"{metric}: ours (mean over our runs, {shown}) / "
-             f"the paper's `{Path(paper).name}`; – where there is none.", "",
+             f"the paper's `{Path(paper).name}`; – where there is none (ours: not run; the paper's: not in "
+             "its table).", "",
              "| dataset | " + " | ".join(label(*m) for m in methods) + " |",
              "| --- |" + " ---: |" * len(methods)]
     for d in datasets:
         cells = [f"{_number(ours.get((d, *m)), digits)} / {_number(paper_table.get((d, *m), (None,))[0], digits)}"
                  for m in methods]
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    # the cells the paper fills and we have not run, methods with the same data sets together
+    not_run: dict[tuple, list[str]] = {}
+    for m in methods:
+        lacking = tuple(d for d in datasets if (d, *m) not in ours and (d, *m) in paper_table)
+        if lacking:
+            not_run.setdefault(lacking, []).append(label(*m))
+    if not_run:
+        lines += ["", "Not run here where the paper has a value: " + "; ".join(
+            f"{', '.join(names)} on {', '.join(lacking)} ({len(lacking)} of {len(datasets)})"
+            for lacking, names in not_run.items()) + "."]
     return "\n".join(lines) + "\n"
 
 
