@@ -224,24 +224,33 @@ def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: 
     """Markdown: one line per (system, dataset, model, method, recipe, overrides), the mean over splits of
     ``metric`` at each snapshot (the number of splits in brackets where it differs from the most
     common count). With ``paper`` (its Table 1 file) a column with the paper's value leads, and a
-    snapshot's mean within 0.1 of it, or above, is marked ✓. ``splits``: only these splits."""
+    snapshot's mean within 0.1 of it, or above, is marked ✓. ``splits``: only these splits. Runs
+    evaluated on other points or draws than most of the table's are never averaged with them: their
+    settings name the evaluation."""
     from deepgp.benchmark.report import read_paper
 
     reference = read_paper(paper) if paper else {}
     cells: dict = defaultdict(lambda: defaultdict(list))
     seconds: dict = defaultdict(lambda: defaultdict(list))
     snaps: set[int] = set()
+    records = []
     for line in out.read_text().splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue
         k = rec["key"]
-        if k["part"] != part or (splits is not None and k["split"] not in splits):
-            continue
+        if k["part"] == part and (splits is None or k["split"] in splits):
+            records.append(rec)
+    evaluations = [(r["key"]["points"], r["key"]["draws"]) for r in records]
+    usual_evaluation = max(set(evaluations), key=evaluations.count) if evaluations else None
+    for rec in records:
+        k = rec["key"]
+        settings = [f"{a}={b}" for a, b in k["overrides"].items()]
+        if (k["points"], k["draws"]) != usual_evaluation:  # another evaluation: its own line
+            settings.append(f"points={k['points']}, draws={k['draws']}")
         name = (k["dataset"], k["model"], k["method"].upper(), k["system"],
-                k["recipe"] if k["system"] == "deepgp" else "-",
-                ", ".join(f"{a}={b}" for a, b in k["overrides"].items()) or "-")
+                k["recipe"] if k["system"] == "deepgp" else "-", ", ".join(settings) or "-")
         cells[name][rec["iterations"]].append(rec[metric])
         seconds[name][rec["iterations"]].append(rec["seconds"])
         snaps.add(rec["iterations"])

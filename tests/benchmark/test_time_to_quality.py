@@ -1,4 +1,5 @@
-"""benchmarks/time_to_quality.py: a run's key names what ran, whatever way it was asked for."""
+"""benchmarks/time_to_quality.py: a run's key names what ran, whatever way it was asked for, and its table
+averages only like with like."""
 
 import importlib.util
 import sys
@@ -49,3 +50,19 @@ def test_set_values_are_read_as_their_settings_take_them(ttq):
     args = type("Args", (), dict(model="LV-GP-GP", method="iw", recipe="fast", split=0))()
     model, _ = ttq.run_configs(args, {"encoder_hidden": (10, 10), "encoder_std": "EXP"})
     assert model.encoder_hidden == (10, 10) and model.encoder_std == "exp"
+
+
+def test_the_table_never_averages_runs_evaluated_differently(ttq, tmp_path):
+    import json
+
+    def record(split, points, draws, value):
+        key = dict(system="deepgp", dataset="concrete", model="LV-GP-GP", method="iw", split=split, part="validation",
+                   recipe="fast", overrides={}, points=points, draws=draws)
+        return json.dumps(dict(key=key, iterations=1000, seconds=1.0, kde=value, mixture=value, rmse=0.3)) + "\n"
+
+    out = tmp_path / "screen.jsonl"
+    out.write_text(record(0, 500, 1000, -0.2) + record(1, 500, 1000, -0.4) + record(0, 2000, 2000, 0.9))
+    lines = ttq.table(out, "mixture", "validation").splitlines()[2:]
+    assert len(lines) == 2  # (the mean over two splits, and the other evaluation's one run)
+    assert lines[0].startswith("| concrete | LV-GP-GP | IW | deepgp | fast | - | -0.300")
+    assert lines[1].startswith("| concrete | LV-GP-GP | IW | deepgp | fast | points=2000, draws=2000 | 0.900")
