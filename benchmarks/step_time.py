@@ -1,7 +1,7 @@
 """Seconds per full training iteration of deepgp (and, with --peers, GPflux and GPyTorch).
 
     .venv/bin/python benchmarks/step_time.py [--dataset kin8nm] [--iterations 100] [--threads 1,2]
-        [--models GP-GP-GP,LV-GP-GP,LV-GP-GP-GP] [--inner-sampling independent,joint] [--peers]
+        [--models GP-GP-GP,LV-GP-GP,LV-GP-GP-GP] [--inner-sampling independent,joint,batch] [--peers]
         [--json benchmarks/results/FILE.json]
 
 One iteration is exactly what ``deepgp.fit`` does per step (one minibatch of B=512, the bound,
@@ -83,6 +83,13 @@ def _gp_grouped(M: int, D: int, L: int, G: int, P: int) -> float:
     return _gp_common(M, D, n) + joint_q + 2.0 * L * M * M * G + 2.0 * n * M * L + 2.0 * G * P * P * L
 
 
+def _gp_shared(M: int, D: int, L: int, G: int, P: int) -> float:
+    """GPLayer.sample with groups of P points and marginal residuals (``inner_sampling="batch"``: the
+    G = K sample indices, P = B points): v = m + Rε per group, g = Aᵀv, the diagonal of Q."""
+    n = G * P
+    return _gp_common(M, D, n) + 2.0 * L * M * M * G + 2.0 * n * M * L + 2.0 * M * n + 4.0 * n * L
+
+
 def _natgrad_adam(model, adam_params: int) -> float:
     """expectation parameters (RRᵀ, Cholesky with its backward) and natgrad_step (≈ 6⅔ M³ per GP), Adam."""
     final = model.final_layer
@@ -102,11 +109,12 @@ def _default_inner_sampling() -> str:
 def our_flops(model, batch: int, num_samples: int, method: str, inner_sampling: str) -> dict:
     """FLOPs of one ``deepgp.fit`` iteration of this model, as the code computes it: IW with joint inner
     draws takes each point's K samples through the inner layers as one group (K×K Cholesky); per-sample
-    draws take B·K single points."""
+    draws take B·K single points; batch draws take K groups of the B points, with marginal residuals."""
     from deepgp import GPLayer, LatentVariableLayer
 
-    joint = method == "iw" and model.has_latent and inner_sampling == "joint"
-    G, P = (batch, 1) if joint else (batch * num_samples, 1)
+    iw = method == "iw" and model.has_latent
+    joint, shared = iw and inner_sampling == "joint", iw and inner_sampling == "batch"
+    G, P = (batch, 1) if joint else (num_samples, batch) if shared else (batch * num_samples, 1)
     fwd = 0.0
     for layer in model.layers[:-1]:
         if isinstance(layer, LatentVariableLayer):
@@ -115,7 +123,10 @@ def our_flops(model, batch: int, num_samples: int, method: str, inner_sampling: 
                 P = num_samples
         elif isinstance(layer, GPLayer):
             M, D, L = layer.num_inducing, layer.input_dim, layer.num_gps
-            fwd += _gp_grouped(M, D, L, G, P) if P > 1 else _gp_marginal(M, D, L, G * P)
+            if shared:
+                fwd += _gp_shared(M, D, L, G, P)
+            else:
+                fwd += _gp_grouped(M, D, L, G, P) if P > 1 else _gp_marginal(M, D, L, G * P)
             fwd += 2.0 * G * P * L * layer.output_dim  # projection
             fwd += 2.0 * L * M * M  # KL(q(v) ‖ p(v))
     final = model.final_layer
@@ -282,7 +293,7 @@ def table(results: list[dict]) -> str:
             continue
         rows.append(
             f"| {r['model']} | {r['method'].upper()} K={r['num_samples']}"
-            f"{', joint' if r.get('inner_sampling') == 'joint' else ''} | {r['threads']} "
+            f"{', ' + r['inner_sampling'] if r.get('inner_sampling') in ('joint', 'batch') else ''} | {r['threads']} "
             f"| {fmt(r['median_s'], '.1f', 1e3)} "
             f"| {fmt(r['q1_s'], '.1f', 1e3)}–{fmt(r['q3_s'], '.1f', 1e3)} | {fmt(r['flops_ours'], '.2f', 1e-9)} "
             f"| {fmt(r['flops_dense'], '.2f', 1e-9)} | {fmt(r['gemm_gflops'])} | {fmt(r['floor_ours_s'], '.1f', 1e3)} "
@@ -291,14 +302,15 @@ def table(results: list[dict]) -> str:
         )
     by_sampling = {(r["model"], r["threads"], r.get("inner_sampling")): r for r in results
                    if r.get("name") == "deepgp" and not r.get("failed")}
-    pairs = [(m, t) for m, t, s in by_sampling if s == "independent" and (m, t, "joint") in by_sampling]
+    pairs = [(m, t, o) for m, t, s in by_sampling if s == "independent" for o in ("joint", "batch")
+             if (m, t, o) in by_sampling]
     if pairs:
-        rows += ["", "| model | threads | per-sample / joint inner draws, ratio of medians "
-                 "| median of per-round ratios | GFLOP ratio |", "|---|---|---|---|---|"]
-        for m, t in pairs:
-            ind, joint = by_sampling[m, t, "independent"], by_sampling[m, t, "joint"]
-            rows.append(f"| {m} | {t} | {ind['median_s'] / joint['median_s']:.3f} "
-                        f"| {fmt(paired_ratio(ind, joint), '.3f')} | {ind['flops_ours'] / joint['flops_ours']:.2f} |")
+        rows += ["", "| model | threads | per-sample (independent) / other inner draws | ratio of medians "
+                 "| median of per-round ratios | GFLOP ratio |", "|---|---|---|---|---|---|"]
+        for m, t, o in pairs:
+            ind, other = by_sampling[m, t, "independent"], by_sampling[m, t, o]
+            rows.append(f"| {m} | {t} | {o} | {ind['median_s'] / other['median_s']:.3f} "
+                        f"| {fmt(paired_ratio(ind, other), '.3f')} | {ind['flops_ours'] / other['flops_ours']:.2f} |")
     peers = [r for r in results if r.get("name") != "deepgp"]
     if peers:
         ours = {(r["model"], r["threads"]): r for r in results if r.get("name") == "deepgp"}
@@ -340,8 +352,8 @@ def main(argv=None) -> None:
     p.add_argument("--peers-dtype", default="float64", choices=("float64", "float32"),
                    help="the peers' dtype (default float64, the benchmark setting, whatever --dtype is)")
     p.add_argument("--inner-sampling", default="",
-                   help="IW's inner-layer draws, comma-separated to time both in the same rounds: independent, "
-                        "joint (the paper's text); default: the library's")
+                   help="IW's inner-layer draws, comma-separated to time them in the same rounds: independent, "
+                        "joint (the paper's text), batch; default: the library's")
     p.add_argument("--rounds", type=int, default=1,
                    help="repeat every process this many times, round-robin; report the median round of each")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -363,8 +375,8 @@ def main(argv=None) -> None:
     common_args = ["--dataset", args.dataset, "--iterations", str(args.iterations), "--warmup", str(args.warmup)]
     ours_args = ["--dtype", args.dtype]
     samplings = [s.strip() for s in args.inner_sampling.split(",") if s.strip()] or [""]
-    if any(s not in ("independent", "joint") for s in samplings if s):
-        p.error(f"--inner-sampling: {args.inner_sampling!r}; choose from independent, joint")
+    if any(s not in ("independent", "joint", "batch") for s in samplings if s):
+        p.error(f"--inner-sampling: {args.inner_sampling!r}; choose from independent, joint, batch")
     runs: list[list[dict]] = []
     for r in range(args.rounds):
         if args.rounds > 1:

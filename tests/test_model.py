@@ -6,6 +6,8 @@ import torch
 
 import deepgp
 from deepgp import GPLayer, LatentVariableLayer
+from deepgp.config import INNER_SAMPLING
+from deepgp.linalg import seeded
 from deepgp.model import parse_spec
 
 SPECS = ["GP", "GP-GP", "GP-GP-GP", "LV-GP", "LV-GP-GP", "LV-GP-GP-GP", "GP-LV-GP", "LV-LV-GP", "GP-LV-GP-LV-GP"]
@@ -28,10 +30,34 @@ def test_every_spec_builds_and_gives_finite_bounds(spec, data):
             assert layer.output_dim == 3 and layer.num_gps == 5
     assert model.final_layer.output_dim == 1
     for method in ("vi", "iw"):
-        for sampling in ("joint", "independent"):
+        for sampling in INNER_SAMPLING:
             bound = model.elbo(x[:20], y[:20], method=method, num_samples=4, inner_sampling=sampling)
             assert bound.shape == () and torch.isfinite(bound)
     assert model.sample_predictive(x[:7], 11).shape == (11, 7, 1)
+
+
+def test_batch_draws_share_each_sample_index_across_points_and_keep_a_points_samples_independent():
+    """propagate "batch" against "independent", K = 20,000 draws of the final layer's mean at three
+    points (two of them the same pair (x, y)): the same per-point mean and variance; a point's samples
+    uncorrelated in both; across points, uncorrelated when independent, one shared draw in "batch"."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((6, 1)), rng.standard_normal((6, 1))
+    model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=4, hidden_dim=2, inner_q_sqrt=0.5,
+                                    encoder_hidden=(3,), seed=0)
+    with torch.no_grad(), seeded(5):
+        model.final_layer.q_mu.copy_(torch.randn_like(model.final_layer.q_mu))
+    X, Y = torch.from_numpy(x)[[0, 0, 1]], torch.from_numpy(y)[[0, 0, 1]]
+    K, tol = 20000, 4 / math.sqrt(20000)
+    with torch.no_grad(), seeded(1):
+        draws = {mode: model.propagate(X, Y, K, mode)[0][..., 0].numpy() for mode in ("independent", "batch")}
+    ind, bat = draws["independent"], draws["batch"]
+    assert bat.shape == (3, K)
+    assert np.all(np.abs(bat.mean(1) - ind.mean(1)) < 4 * np.sqrt(2 * ind.var(1) / K))
+    np.testing.assert_allclose(bat.var(1), ind.var(1), rtol=0.06)
+    for g in (ind, bat):
+        assert abs(np.corrcoef(g[0, :-1], g[0, 1:])[0, 1]) < tol  # sample k against k + 1 of one point
+    assert abs(np.corrcoef(ind)[0, 1]) < tol and abs(np.corrcoef(ind)[0, 2]) < tol
+    assert np.corrcoef(bat)[0, 1] > 0.5 and np.corrcoef(bat)[0, 2] > 0.5
 
 
 def test_dimension_bookkeeping_follows_the_paper():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import deepgp
-from deepgp.config import TrainConfig
+from deepgp.config import INNER_SAMPLING, TrainConfig
 from deepgp.linalg import CholeskyError, cholesky, seeded
 from deepgp.natgrad import natgrad_step_q
 from deepgp.reference import expectation_parameters, natgrad_step
@@ -141,7 +141,7 @@ def test_iw_without_latent_layers_is_the_doubly_stochastic_bound():
         torch.testing.assert_close(model.elbo(X, Y, "iw", 5), model.elbo(X, Y, "vi", 5))
 
 
-@pytest.mark.parametrize("inner_sampling", ["joint", "independent"])
+@pytest.mark.parametrize("inner_sampling", ["joint", "independent", "batch"])
 def test_iw_gradcheck(inner_sampling):
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((4, 1)), rng.standard_normal((4, 1))
@@ -177,19 +177,20 @@ def small_lv(spec="LV-GP-GP", n=6, seed=0):
     return model, torch.from_numpy(x), torch.from_numpy(y)
 
 
-def iw_gradients(model, X, Y, dreg: bool, seed: int, K: int = 5):
-    """The IW bound (independent inner draws) and every parameter's gradient, under ``seed``'s draws."""
+def iw_gradients(model, X, Y, dreg: bool, seed: int, K: int = 5, inner_sampling: str = "independent"):
+    """The IW bound and every parameter's gradient, under ``seed``'s draws."""
     model.zero_grad(set_to_none=True)
     with seeded(seed):
-        bound = model.elbo(X, Y, "iw", K, "independent", dreg=dreg)
+        bound = model.elbo(X, Y, "iw", K, inner_sampling, dreg=dreg)
     bound.backward()
     return float(bound.detach()), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def test_dreg_changes_only_the_encoders_gradient_into_its_formula():
+@pytest.mark.parametrize("inner_sampling", ["independent", "batch"])
+def test_dreg_changes_only_the_encoders_gradient_into_its_formula(inner_sampling):
     model, X, Y = small_lv()
-    plain, g0 = iw_gradients(model, X, Y, False, seed=3)
-    dreg, g1 = iw_gradients(model, X, Y, True, seed=3)
+    plain, g0 = iw_gradients(model, X, Y, False, 3, inner_sampling=inner_sampling)
+    dreg, g1 = iw_gradients(model, X, Y, True, 3, inner_sampling=inner_sampling)
     assert dreg == plain  # the same bound
     encoder = [n for n in g0 if ".encoder." in n]
     assert encoder and set(g1) == set(g0)
@@ -199,7 +200,7 @@ def test_dreg_changes_only_the_encoders_gradient_into_its_formula():
     # Σ_k w̃_k² ∂ℓ^k/∂w^k ∂w^k/∂φ, written out (log q at constant a, b; ℓ^k depends on w^k alone)
     latents = []
     with seeded(3):
-        mean, var, log_ratio, _ = model.propagate(X, Y, 5, "independent", latents=latents)
+        mean, var, log_ratio, _ = model.propagate(X, Y, 5, inner_sampling, latents=latents)
     ell = model.likelihood.variational_expectation(Y.unsqueeze(1), mean, var) + log_ratio  # [B, K]
     (w,) = latents
     (dl_dw,) = torch.autograd.grad(ell.sum(), w, retain_graph=True)
@@ -224,6 +225,25 @@ def test_dreg_has_the_expectation_of_the_iw_gradient():
     z = diffs.mean(0) / (diffs.std(0, ddof=1) / math.sqrt(len(diffs)))
     assert np.all(np.abs(z) < 4.5), z
     assert np.all(diffs.std(0) > 0)  # the two estimators differ draw by draw
+
+
+def test_batch_inner_draws_have_the_expectation_of_independent_ones():
+    """Each point's K samples are drawn alike in the two modes (the batch's points share the draws
+    in "batch"), so the IW estimate has one expectation; joint draws, a different bound, are told apart."""
+    model, X, Y = small_lv(n=7)  # (B ≠ K: a sample-major mix-up cannot pass by shape)
+    with torch.no_grad(), seeded(5):
+        # a random final q and encoder: each point's q(w) its own, the latent reaching y
+        for name, p in model.named_parameters():
+            if name == "layers.2.q_mu" or ".encoder." in name:
+                p.copy_(torch.randn_like(p))
+    stats = {}
+    for i, sampling in enumerate(INNER_SAMPLING):
+        with torch.no_grad(), seeded(10 + i):
+            vals = np.array([float(model.elbo(X, Y, "iw", 5, sampling)) for _ in range(600)])
+        stats[sampling] = vals.mean(), vals.std(ddof=1) / math.sqrt(len(vals))
+    (m_i, se_i), (m_b, se_b), (m_j, se_j) = stats["independent"], stats["batch"], stats["joint"]
+    assert abs(m_b - m_i) < 4 * math.hypot(se_b, se_i), stats
+    assert abs(m_j - m_i) > 4 * math.hypot(se_j, se_i), stats
 
 
 def test_dreg_needs_independent_inner_draws():

@@ -114,11 +114,12 @@ def test_adam_only_mode_trains_the_final_q():
 def test_inner_sampling_reaches_the_objective_and_is_checked_for_every_method():
     x, y = small_problem()
     histories = {}
-    for sampling in ("joint", "independent"):
+    for sampling in ("joint", "independent", "batch"):
         model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8, seed=1)
         histories[sampling] = deepgp.fit(model, x, y, "iw", 3, iterations=5, batch_size=16, seed=7,
                                          inner_sampling=sampling, progress=False)
     assert not np.allclose(histories["joint"], histories["independent"])
+    assert not np.allclose(histories["batch"], histories["independent"])
     model = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8)
     with pytest.raises(ValueError, match="inner_sampling must be one of"):
         deepgp.fit(model, x, y, "vi", iterations=1, inner_sampling="both", progress=False)

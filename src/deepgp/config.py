@@ -16,7 +16,7 @@ MODEL_TOKENS = ("GP", "LV")
 KERNEL_NAMES = ("rbf", "matern52", "matern32")
 DTYPE_NAMES = ("float64", "float32")
 METHODS = ("vi", "iw")
-INNER_SAMPLING = ("joint", "independent")
+INNER_SAMPLING = ("joint", "independent", "batch")
 ENCODER_STDS = ("softplus", "exp")
 INNER_WIDTHS = ("auto", "input", "hidden")
 # inner_width="auto": "hidden" from this many training points on, "input" below (the one threshold,
@@ -148,11 +148,14 @@ class TrainConfig:
     method: str = setting("iw", "objective: vi (doubly stochastic VI) or iw (importance-weighted, the paper's "
                                 "recommendation for LV models)", choices=METHODS)
     num_samples: int = setting(5, "K, importance samples per point for iw (Monte Carlo samples for vi)")
-    inner_sampling: str = setting("independent", "iw: one inner-layer draw per sample (the paper's code; the default, "
-                                                 "chosen by measurement) or one shared by a point's K samples (its "
-                                                 "text, a bound for every K)", choices=INNER_SAMPLING, legacy="joint")
-    dreg: bool = setting(False, "iw with inner_sampling independent: doubly reparameterised gradients for the "
-                                "encoders of q(w) (Tucker et al. 2018)", legacy=False)
+    inner_sampling: str = setting("independent", "iw: one inner-layer draw per sample (independent: the paper's code; "
+                                                 "the default, chosen by measurement), one shared by a point's K "
+                                                 "samples (joint: its text, a bound for every K), or one inducing "
+                                                 "draw per sample index shared by the batch's points (batch: the "
+                                                 "same expectation as independent, a cheaper step)",
+                                  choices=INNER_SAMPLING, legacy="joint")
+    dreg: bool = setting(False, "iw with inner_sampling independent or batch: doubly reparameterised gradients for "
+                                "the encoders of q(w) (Tucker et al. 2018)", legacy=False)
     iterations: int = setting(5000, "training iterations (one minibatch each)", minimum=0)
     batch_size: int = setting(512, "B, points per minibatch (all of them when N < B)")
     recipe: str = setting("fast", "the optimiser settings not given explicitly: fast (the default, chosen by "

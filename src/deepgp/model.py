@@ -29,7 +29,7 @@ from .validation import (
     check_seed,
 )
 
-MODES = ("joint", "independent", "predict")
+MODES = ("joint", "independent", "batch", "predict")
 
 
 def initial_inducing(X: np.ndarray, num_inducing: int, rng: np.random.Generator) -> np.ndarray:
@@ -320,6 +320,11 @@ class DeepGP(nn.Module):
             point is made and broadcast.
           * ``"independent"``: every (point, sample) pair gets its own draw (VI; the released
             code's IW).
+          * ``"batch"``: sample k of every point of the batch sees the same inducing draw of each
+            inner layer, with its own residual (exact marginals): a point's K samples are drawn as in
+            ``"independent"`` (the same expectation of any per-point term); the points of the batch
+            are correlated through the K shared draws, and the O(L·M²) work is done K times per
+            batch rather than B·K times.
           * ``"predict"``: w from the prior; K predictive samples per test point, marginal draws.
 
         Returns mean and var [B, K, D_y] (``predict``: [K, B, D_y]), the log density ratio
@@ -331,7 +336,9 @@ class DeepGP(nn.Module):
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         B, D = X.shape
         K = num_samples
-        if mode == "predict":
+        # sample-major [K, B, ·]: the groups are the sample indices, whose points share one inducing draw
+        sample_major = mode in ("predict", "batch")
+        if sample_major:
             H = X.unsqueeze(0).expand(K, B, D)
         elif mode == "joint":
             H = X.unsqueeze(1)
@@ -350,6 +357,8 @@ class DeepGP(nn.Module):
                         latents.append(w)
                     log_ratio = log_ratio + ratio
                     kl_w = kl_w + layer.kl(mean_w, std_w)
+                    if sample_major:
+                        w = w.transpose(0, 1)  # [B, K, d_w] → [K, B, d_w]
                 H = layer(H, w)
             elif mode == "independent":
                 G, P, _ = H.shape
@@ -357,6 +366,8 @@ class DeepGP(nn.Module):
             else:
                 H = layer(H, full_cov=(mode == "joint"))
         mean, var = self.final_layer.conditional(H)
+        if mode == "batch":
+            mean, var = mean.transpose(0, 1), var.transpose(0, 1)  # → [B, K, D_y]
         if mode == "joint" and mean.shape[1] != K:  # no LV layer: every sample is the same draw
             mean, var = mean.expand(B, K, -1), var.expand(B, K, -1)
         return mean, var, log_ratio, kl_w

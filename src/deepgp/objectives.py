@@ -35,10 +35,10 @@ def check_inner_sampling(inner_sampling: str) -> str:
 
 
 def check_dreg(inner_sampling: str) -> None:
-    """DReG (``elbo_iw(dreg=True)``) is refused unless the inner layers are drawn per sample."""
-    if inner_sampling != "independent":
-        raise ValueError("dreg needs inner_sampling='independent': with one draw shared by a point's K samples, "
-                         "each sample's weight depends on the other samples' latents too")
+    """DReG (``elbo_iw(dreg=True)``) is refused where a point's K samples share an inner draw."""
+    if inner_sampling == "joint":
+        raise ValueError("dreg needs inner_sampling='independent' or 'batch': with one draw shared by a point's "
+                         "K samples, each sample's weight depends on the other samples' latents too")
 
 
 def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5,
@@ -51,11 +51,14 @@ def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5,
     ``inner_sampling="independent"`` (the default) draws per (point, sample), as the released code did:
     the inner draws become part of each sample's proposal, and the estimate is a bound for small K but
     not for every K (docs/paper-vs-code.md §2.4); ``"joint"`` draws one function per point shared by its
-    K samples, the paper's eq. (11), a bound for every K.
+    K samples, the paper's eq. (11), a bound for every K; ``"batch"`` makes one inducing draw per layer
+    for each sample index k, shared by the batch's points, with per-point residuals: each point's K
+    samples are distributed as with ``"independent"`` (so the estimate has the same expectation), the
+    points are correlated through the shared draws (docs/mathematics.md §3.5).
     A model without LV layers has no importance weights: this is then the doubly stochastic
     bound, computed as ``elbo_vi`` averaging the K samples (same expectation, lower variance).
 
-    ``dreg`` (with ``"independent"`` sampling only) changes the encoders' gradient, not the value:
+    ``dreg`` (with ``"independent"`` or ``"batch"`` sampling) changes the encoders' gradient, not the value:
     the doubly reparameterised estimator of Tucker et al. (2018; docs/mathematics.md §8.5),
 
         ∇_φ ≈ Σ_k w̃_k² ∂ℓ^k/∂w^k ∂w^k/∂φ,   w̃_k = softmax_k ℓ^k,
