@@ -211,15 +211,17 @@ def test_dreg_changes_only_the_encoders_gradient_into_its_formula(inner_sampling
         torch.testing.assert_close(g1[n], model.num_data / X.shape[0] * e, rtol=1e-10, atol=1e-12)
 
 
-def test_dreg_has_the_expectation_of_the_iw_gradient():
+@pytest.mark.parametrize("spec, inner_sampling", [("LV-GP", "independent"), ("LV-GP-GP", "batch")])
+def test_dreg_has_the_expectation_of_the_iw_gradient(spec, inner_sampling):
     """Paired over the same draws: the mean difference of the encoder's gradients is zero within its
     error (the dropped score term Σ_k w̃_k ∂ log q(w^k)/∂φ is not mean-zero for K > 1, so leaving it out
     without DReG's extra weight would fail this)."""
-    model, X, Y = small_lv("LV-GP", n=4)
+    model, X, Y = small_lv(spec, n=4)
     encoder = [n for n, _ in model.named_parameters() if ".encoder." in n]
     diffs = []
     for seed in range(400):
-        g0, g1 = iw_gradients(model, X, Y, False, seed)[1], iw_gradients(model, X, Y, True, seed)[1]
+        g0 = iw_gradients(model, X, Y, False, seed, inner_sampling=inner_sampling)[1]
+        g1 = iw_gradients(model, X, Y, True, seed, inner_sampling=inner_sampling)[1]
         diffs.append(torch.cat([(g0[n] - g1[n]).flatten() for n in encoder]).numpy())
     diffs = np.array(diffs)
     z = diffs.mean(0) / (diffs.std(0, ddof=1) / math.sqrt(len(diffs)))

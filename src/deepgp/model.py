@@ -379,7 +379,8 @@ class DeepGP(nn.Module):
 
         X [B, D], Y [B, D_y] (numpy or torch). ``method="iw"`` uses K = num_samples importance
         samples; ``inner_sampling`` chooses how inner layers are sampled across them ("independent",
-        the released code and the default; "joint", the paper's text); ``dreg`` gives the encoders DReG's gradient
+        the released code and the default; "joint", the paper's text; "batch", one draw per sample
+        index shared by the batch); ``dreg`` gives the encoders DReG's gradient
         (:func:`~deepgp.objectives.elbo_iw`). Returns a scalar tensor.
         """
         X, Y = self._data(X, Y)

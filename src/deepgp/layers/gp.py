@@ -2,8 +2,9 @@
 
 Shapes used throughout: an input batch H is [G, P, D_in]: G *groups*, each of P points that share
 one draw of the layer's function (for the importance-weighted bound a group is a data point and
-its P = K importance samples; for ordinary VI and for prediction P = 1 or the groups are sample
-indices). The layer has L independent GPs sharing one kernel and one set of M inducing inputs.
+its P = K importance samples; for ordinary VI P = 1; for prediction and for the IW bound with
+``inner_sampling="batch"`` the groups are sample indices and their points the batch's). The layer
+has L independent GPs sharing one kernel and one set of M inducing inputs.
 
 Conditional (docs/mathematics.md §2), with A = Lz⁻¹ K_ZH and Q = K_HH − AᵀA the prior conditional:
     mean_l = Aᵀ m_l,   cov_l = Q + (R_lᵀA)ᵀ(R_lᵀA).
@@ -172,7 +173,7 @@ class GPLayer(nn.Module):
         group share one inducing draw v = m + Rε (O(L·M²) per group, O(L·M) per point) and their
         residual N(0, Q) is drawn jointly (K×K Cholesky of Q, ``full_cov=True``: one function
         draw shared by the group) or per point (``full_cov=False``: exact marginals, used for
-        prediction where the groups are sample indices).
+        prediction and ``inner_sampling="batch"``, where the groups are sample indices).
         """
         H = self._check_input(H)
         G, P, _ = H.shape
