@@ -47,6 +47,7 @@ import common  # noqa: E402
 MODELS = {"GP-GP-GP": ("vi", 1), "LV-GP-GP": ("iw", 5), "LV-GP-GP-GP": ("iw", 5)}
 PEERS = {"GPflux": "gpflux_dgp.py", "GPyTorch": "gpytorch_dgp.py"}
 GEMM_SHAPE = (640, 128, 2560)
+SAMPLINGS = ("independent", "joint", "batch")  # IW's inner draws (deepgp.config.INNER_SAMPLING, where it exists)
 
 
 # -- FLOP counts ------------------------------------------------------------------------------
@@ -293,7 +294,7 @@ def table(results: list[dict]) -> str:
             continue
         rows.append(
             f"| {r['model']} | {r['method'].upper()} K={r['num_samples']}"
-            f"{', ' + r['inner_sampling'] if r.get('inner_sampling') in ('joint', 'batch') else ''} | {r['threads']} "
+            f"{', ' + r['inner_sampling'] if r.get('inner_sampling') in SAMPLINGS[1:] else ''} | {r['threads']} "
             f"| {fmt(r['median_s'], '.1f', 1e3)} "
             f"| {fmt(r['q1_s'], '.1f', 1e3)}–{fmt(r['q3_s'], '.1f', 1e3)} | {fmt(r['flops_ours'], '.2f', 1e-9)} "
             f"| {fmt(r['flops_dense'], '.2f', 1e-9)} | {fmt(r['gemm_gflops'])} | {fmt(r['floor_ours_s'], '.1f', 1e3)} "
@@ -302,7 +303,7 @@ def table(results: list[dict]) -> str:
         )
     by_sampling = {(r["model"], r["threads"], r.get("inner_sampling")): r for r in results
                    if r.get("name") == "deepgp" and not r.get("failed")}
-    pairs = [(m, t, o) for m, t, s in by_sampling if s == "independent" for o in ("joint", "batch")
+    pairs = [(m, t, o) for m, t, s in by_sampling if s == "independent" for o in SAMPLINGS[1:]
              if (m, t, o) in by_sampling]
     if pairs:
         rows += ["", "| model | threads | per-sample (independent) / other inner draws | ratio of medians "
@@ -375,8 +376,8 @@ def main(argv=None) -> None:
     common_args = ["--dataset", args.dataset, "--iterations", str(args.iterations), "--warmup", str(args.warmup)]
     ours_args = ["--dtype", args.dtype]
     samplings = [s.strip() for s in args.inner_sampling.split(",") if s.strip()] or [""]
-    if any(s not in ("independent", "joint", "batch") for s in samplings if s):
-        p.error(f"--inner-sampling: {args.inner_sampling!r}; choose from independent, joint, batch")
+    if any(s not in SAMPLINGS for s in samplings if s):
+        p.error(f"--inner-sampling: {args.inner_sampling!r}; choose from {', '.join(SAMPLINGS)}")
     runs: list[list[dict]] = []
     for r in range(args.rounds):
         if args.rounds > 1:
