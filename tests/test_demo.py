@@ -11,7 +11,8 @@ import torch
 
 import deepgp.demo
 from deepgp.cli import main
-from deepgp.demo import QUICK, DemoConfig, config_from_args
+from deepgp.config import RECIPE_ITERATIONS, RECIPE_VALUES
+from deepgp.demo import LONG, QUICK, DemoConfig, config_from_args, run_demo
 
 
 @pytest.mark.slow
@@ -35,6 +36,47 @@ def test_budget_options():
     assert config_from_args() == DemoConfig()
     assert config_from_args(quick=True) == QUICK
     assert config_from_args(quick=True, iterations=7).iterations == 7
+    assert config_from_args(long=True) == LONG
+    assert config_from_args(long=True, iterations=80_000) == replace(LONG, iterations=80_000)
+    with pytest.raises(ValueError, match="--quick or --long"):
+        config_from_args(quick=True, long=True)
+
+
+def test_long_budget_anneals_as_far_as_the_recipe():
+    # the README's figure: its budget is the recipe's annealing stretched, not a schedule of its own
+    recipe = RECIPE_VALUES["fast"]
+    assert DemoConfig().decay_every is None and QUICK.decay_every is None
+    assert LONG.iterations / LONG.decay_every == RECIPE_ITERATIONS["fast"] / recipe["decay_every"]
+    assert LONG.iterations > DemoConfig().iterations
+
+
+def test_the_demo_trains_with_its_config(monkeypatch, tmp_path):
+    # every budget field reaches the regressor (decay_every None: the recipe's own)
+    made = []
+
+    class Stop(Exception):
+        pass
+
+    class Recorder:
+        def __init__(self, **kwargs):
+            made.append(kwargs)
+
+        def fit(self, x, y):
+            raise Stop
+
+    monkeypatch.setattr(deepgp.demo, "DeepGPRegressor", Recorder)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    config = replace(QUICK, num_train=50, num_test=10, iterations=11, decay_every=3)
+    with pytest.raises(Stop):
+        run_demo(out=tmp_path, models=("LV-GP-GP",), config=config, progress=False)
+    assert made[0]["iterations"] == 11 and made[0]["decay_every"] == 3 and made[0]["num_inducing"] == 25
+    assert made[0]["method"] == "iw" and made[0]["num_samples"] == config.num_samples
+
+
+def test_quick_and_long_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--quick", "--long"])
+    assert exit_.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
 
 
 def test_help_states_the_budgets(capsys):
@@ -42,7 +84,8 @@ def test_help_states_the_budgets(capsys):
     with pytest.raises(SystemExit):
         main(["demo", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert f"(default: {DemoConfig().iterations}; {QUICK.iterations} with --quick)" in help_text
+    assert (f"(default: {DemoConfig().iterations}; {QUICK.iterations} with --quick; {LONG.iterations} with --long)"
+            in help_text)
 
 
 @pytest.mark.slow
