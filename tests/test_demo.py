@@ -3,7 +3,7 @@ tutorial, the demo written out, run as written."""
 
 import json
 import re
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -37,7 +37,9 @@ def test_budget_options():
     assert config_from_args(quick=True) == QUICK
     assert config_from_args(quick=True, iterations=7).iterations == 7
     assert config_from_args(long=True) == LONG
-    assert config_from_args(long=True, iterations=80_000) == replace(LONG, iterations=80_000)
+    # --long with another budget keeps the annealing stretched over it
+    assert config_from_args(long=True, iterations=80_000) == replace(LONG, iterations=80_000, decay_every=8_000)
+    assert config_from_args(iterations=80_000).decay_every is None
     with pytest.raises(ValueError, match="--quick or --long"):
         config_from_args(quick=True, long=True)
 
@@ -48,6 +50,30 @@ def test_long_budget_anneals_as_far_as_the_recipe():
     assert DemoConfig().decay_every is None and QUICK.decay_every is None
     assert LONG.iterations / LONG.decay_every == RECIPE_ITERATIONS["fast"] / recipe["decay_every"]
     assert LONG.iterations > DemoConfig().iterations
+    assert LONG.decay_every == 4_000
+
+
+def test_the_figure_is_the_long_demo():
+    # docs/demo.png and docs/scores.json are `deepgp demo --long --out docs`: LONG may not drift from them
+    record = json.loads((Path(__file__).parents[1] / "docs" / "scores.json").read_text())
+    assert record["config"] == asdict(LONG)
+    assert list(record["scores"]) == ["GP", "GP-GP", "LV-GP", "LV-GP-GP"]
+
+
+@pytest.mark.parametrize("flags, expected", [([], DemoConfig()), (["--quick"], QUICK), (["--long"], LONG),
+                                             (["--long", "--iterations", "20000"],
+                                              replace(LONG, iterations=20_000, decay_every=2_000))])
+def test_the_cli_runs_the_chosen_budget(flags, expected, monkeypatch, tmp_path, capsys):
+    seen = {}
+
+    def fake_run_demo(out, models, config, progress):
+        seen["config"] = config
+        (Path(out) / "scores.json").write_text(json.dumps({"exact": -0.7}))
+        return {"GP": {"method": "vi", "test_log_density": -1.3, "seconds": 0.0}}
+
+    monkeypatch.setattr(deepgp.demo, "run_demo", fake_run_demo)
+    assert main(["demo", *flags, "--out", str(tmp_path), "--no-progress"]) == 0
+    assert seen["config"] == expected
 
 
 def test_the_demo_trains_with_its_config(monkeypatch, tmp_path):

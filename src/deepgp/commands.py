@@ -100,7 +100,7 @@ def register(sub) -> None:
     budget.add_argument("--quick", action="store_true", help="a smaller budget that runs in under a minute")
     budget.add_argument("--long", action="store_true",
                         help="the README's figure: 8x the iterations, the step sizes annealed over them (about "
-                             "25 minutes on 2 cores)")
+                             "23 minutes on 2 idle cores)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_demo)
 
