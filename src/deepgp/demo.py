@@ -57,7 +57,14 @@ QUICK = DemoConfig(num_train=1000, num_test=500, num_inducing=25, iterations=200
                    predict_samples=200, image_resolution=100, image_samples=200)
 # the default recipe's decays over the budget it is meant for (10 over 10,000 iterations)
 LONG_DECAYS = RECIPE_ITERATIONS["fast"] // RECIPE_VALUES["fast"]["decay_every"]
-LONG = DemoConfig(iterations=40_000, decay_every=40_000 // LONG_DECAYS)
+
+
+def long_config(iterations: int) -> DemoConfig:
+    """The long budget at ``iterations``: the recipe's annealing stretched over them (``decay_every`` a tenth)."""
+    return DemoConfig(iterations=iterations, decay_every=max(1, iterations // LONG_DECAYS))
+
+
+LONG = long_config(40_000)
 
 
 def run_demo(out="deepgp-demo", models=tuple(MODELS), config: DemoConfig = DemoConfig(), progress: bool = True) -> dict:
@@ -142,5 +149,5 @@ def config_from_args(quick: bool = False, iterations: int | None = None, long: b
     if iterations is None:
         return config
     if long:  # the long budget keeps its annealing stretched over whatever iterations it is given
-        return replace(config, iterations=iterations, decay_every=max(1, iterations // LONG_DECAYS))
+        return long_config(iterations)
     return replace(config, iterations=iterations)
