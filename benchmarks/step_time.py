@@ -107,6 +107,15 @@ def _default_inner_sampling() -> str:
     return getattr(TrainConfig(), "inner_sampling", "joint")
 
 
+def _products(deepgp) -> str:
+    """The dtype of fit's R_lᵀA products in this process (deepgp.runtime.training_products): "float32" by
+    default for float64 models, "float64" where DEEPGP_FLOAT32_PRODUCTS opts out."""
+    runtime = getattr(deepgp, "runtime", None)
+    if not hasattr(runtime, "float32_products_enabled"):
+        return "float64"  # a commit from before the float32 products
+    return "float32" if runtime.float32_products_enabled() else "float64"
+
+
 def our_flops(model, batch: int, num_samples: int, method: str, inner_sampling: str) -> dict:
     """FLOPs of one ``deepgp.fit`` iteration of this model, as the code computes it: IW with joint inner
     draws takes each point's K samples through the inner layers as one group (K×K Cholesky); per-sample
@@ -209,7 +218,7 @@ def worker(args) -> None:
         **stats, **rate, flops_ours=ours["total"], flops_dense=dense["total"],
         floor_ours_s=ours["total"] / (rate["gemm_gflops"] * 1e9),
         floor_dense_s=dense["total"] / (rate["gemm_gflops"] * 1e9),
-        rss_before_fit_mb=rss_before, loadavg_start=load0, other_cores_busy=other,
+        rss_before_fit_mb=rss_before, loadavg_start=load0, other_cores_busy=other, products=_products(deepgp),
     ))
 
 

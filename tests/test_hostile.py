@@ -126,8 +126,9 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
     out = ["--out", str(tmp / "m.safetensors")]
     return [
         ([*fit, "--lr", "1000", "--model", "LV-GP-GP", *out], 1, "lr=1000"),
-        # (joint draws: a K × K Cholesky that a diverging step breaks)
-        ([*fit, "--lr", "10", "--model", "LV-GP-GP", "--inner-sampling", "joint", "--iterations", "200", *out], 1,
+        # (joint draws: whichever a diverging step breaks first, the bound or a K × K Cholesky factor;
+        # which one is chaotic in the step's rounding, so both messages say what to try)
+        ([*fit, "--lr", "100", "--model", "LV-GP-GP", "--inner-sampling", "joint", "--iterations", "200", *out], 1,
          "smaller learning rate"),
         ([*fit, "--out", str(tmp / "nowhere" / "m.safetensors")], 2, "nowhere does not exist"),
         ([*fit, "--out", str(tmp)], 2, "it is a folder"),
@@ -199,6 +200,19 @@ def test_bad_command_lines_end_in_one_line_and_an_exit_status(fitted, tmp_path, 
         assert code == status, (argv, code, err)
         assert len(lines) == 1 and ": error: " in lines[0] and text in lines[0], (argv, err)
         assert "Traceback" not in err, argv
+
+
+def test_a_factor_that_fails_in_training_ends_in_one_line(fitted, tmp_path, capsys, monkeypatch):
+    _, data, _ = fitted
+
+    def fails(*args, **kwargs):
+        deepgp.linalg.cholesky(torch.full((3, 3), float("nan"), dtype=torch.float64), where="the test's matrix")
+
+    monkeypatch.setattr(deepgp.estimator, "fit_model", fails)
+    assert main(["fit", str(data), "--target", "y", *FAST, "--out", str(tmp_path / "m.safetensors")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Cholesky of the test's matrix failed" in err and "smaller learning rate" in err
+    assert not (tmp_path / "m.safetensors").exists()
 
 
 def test_more_odd_input_is_read_or_refused_as_a_careful_user_expects(fitted, tmp_path, capsys, monkeypatch):

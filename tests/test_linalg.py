@@ -4,6 +4,7 @@ import torch
 from deepgp.linalg import (
     CholeskyError,
     cholesky,
+    float32_products,
     gram,
     gram_plain,
     inverse_cholesky,
@@ -119,6 +120,58 @@ def test_marginal_moments_match_the_plain_formula_with_gradients():
     for M in (7, 8):  # the 2×2 blocks split M unevenly or evenly
         assert_fast_equals_plain(fast, plain, _moment_inputs(M, L=3, n=10))
     assert torch.autograd.gradcheck(fast, _moment_inputs(5, L=2, n=4, seed=1))
+
+
+def test_float32_products_match_the_plain_formula_to_float32_rounding():
+    # M = 128 as in training; the products are float32, everything around them float64
+    def fast(Lz_inv, K, R, m):
+        with float32_products():
+            return marginal_moments(Lz_inv, K, R.tril(), m)
+
+    def plain(Lz_inv, K, R, m):
+        return marginal_moments_plain(Lz_inv, K, R.tril(), m)
+
+    inputs = _moment_inputs(128, L=3, n=50)
+    outs, grads = [], []
+    weights = [torch.randn(s, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) for s in ((50, 3),) * 2]
+    for f in (fast, plain):
+        out = f(*inputs)
+        outs.append(out)
+        grads.append(torch.autograd.grad(sum((o * w).sum() for o, w in zip(out, weights)), inputs))
+    # float32 rounding, relative to each tensor's norm (an element that cancels to near 0 keeps its absolute error)
+    for a, b in [*zip(*outs), *zip(*grads)]:
+        assert (a - b).norm() <= 1e-5 * b.norm()
+    assert [o.dtype for o in fast(*inputs)] == [torch.float64] * 2
+    exact = marginal_moments(*inputs[:2], inputs[2].tril(), inputs[3])[1]
+    assert not torch.equal(fast(*inputs)[1], exact)  # the products did run in float32
+
+
+def test_float32_products_err_relative_to_the_variance_they_add():
+    # an inner layer's start: R = 1e-5·I, so ‖R_lᵀa‖² ≈ 1e-10 beside ‖a‖² ≈ 1. Its float32 rounding is
+    # relative to itself, not to ‖a‖²: the variance it adds keeps ~6 digits
+    Lz_inv, K, _, m = (t.detach() for t in _moment_inputs(128, L=2, n=40))
+    R = 1e-5 * torch.diag(torch.linspace(0.5, 2, 128, dtype=torch.float64)).expand(2, 128, 128)
+    norm_a2 = (Lz_inv @ K).square().sum(0).unsqueeze(-1)
+    added = marginal_moments_plain(Lz_inv, K, R, m)[1] + norm_a2
+    with float32_products():
+        added_low = marginal_moments(Lz_inv, K, R, m)[1] + norm_a2
+    assert added.min() > 0
+    torch.testing.assert_close(added_low, added, rtol=1e-5, atol=0.0)
+
+
+def test_float32_products_leave_float32_inputs_and_the_outside_untouched():
+    inputs = [t.detach() for t in _moment_inputs(16, L=2, n=9)]
+    inputs[2] = inputs[2].tril()
+    exact = marginal_moments(*inputs)
+    with pytest.raises(KeyError), float32_products():
+        raise KeyError  # the block ends (and restores float64) however it is left
+    assert all(torch.equal(a, b) for a, b in zip(marginal_moments(*inputs), exact))
+    single = [t.float() for t in inputs]
+    with float32_products():
+        inside = marginal_moments(*single)
+    assert all(torch.equal(a, b) for a, b in zip(inside, marginal_moments(*single)))
+    with float32_products(), float32_products(enabled=False):  # the innermost block decides
+        assert all(torch.equal(a, b) for a, b in zip(marginal_moments(*inputs), exact))
 
 
 def test_joint_moments_match_the_plain_formula_with_gradients():

@@ -1,7 +1,10 @@
+from functools import partial
+
+import numpy as np
 import torch
 
 import deepgp
-from deepgp import runtime, training
+from deepgp import linalg, runtime, training
 
 
 def count_empty_calls(monkeypatch):
@@ -40,3 +43,62 @@ def test_fit_settles_the_heap_once_on_the_models_device(monkeypatch):
     model = deepgp.DeepGP.from_spec("GP", x, torch.sin(3 * x), num_inducing=4, seed=0)
     deepgp.fit(model, x, torch.sin(3 * x), method="vi", iterations=2, progress=False)
     assert seen == [model.device]
+
+
+def record_product_dtypes(monkeypatch):
+    """The dtype of the R_lᵀA products of every marginal_moments call (its last argument)."""
+    lows = []
+    real = linalg._MarginalMoments.apply
+
+    def spy(*args):
+        lows.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(linalg._MarginalMoments, "apply", spy)
+    return lows
+
+
+def test_fit_steps_with_float32_products_and_predicts_in_float64(monkeypatch):
+    monkeypatch.delenv(runtime.FLOAT32_PRODUCTS_ENV, raising=False)
+    lows = record_product_dtypes(monkeypatch)
+    x = torch.linspace(-1, 1, 20, dtype=torch.float64).unsqueeze(-1)
+    model = deepgp.DeepGP.from_spec("LV-GP-GP", x, torch.sin(3 * x), num_inducing=4, seed=0)
+    deepgp.fit(model, x, torch.sin(3 * x), method="iw", iterations=2, progress=False)
+    assert lows and set(lows) == {torch.float32}
+    lows.clear()
+    model.predictive_log_density(x, torch.sin(3 * x), num_samples=5)
+    model.elbo(x, torch.sin(3 * x), method="iw", num_samples=2)
+    assert lows and set(lows) == {torch.float64}
+
+
+def test_fit_steps_in_float64_when_opted_out(monkeypatch):
+    lows = record_product_dtypes(monkeypatch)
+    x = torch.linspace(-1, 1, 20, dtype=torch.float64).unsqueeze(-1)
+    model = deepgp.DeepGP.from_spec("GP-GP", x, torch.sin(3 * x), num_inducing=4, seed=0)
+    for value in ("0", "Off"):
+        monkeypatch.setenv(runtime.FLOAT32_PRODUCTS_ENV, value)
+        deepgp.fit(model, x, torch.sin(3 * x), method="vi", iterations=2, progress=False)
+    assert lows and set(lows) == {torch.float64}
+
+
+def test_float32_products_move_the_gradient_far_less_than_its_monte_carlo_noise():
+    # the step's gradient with float32 products against float64 at the same draws, and the float64
+    # gradient at other draws: what the rounding adds is negligible beside what sampling does
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, (64, 2))
+    y = np.sin(x.sum(1, keepdims=True)) + 0.1 * rng.normal(size=(64, 1))
+    model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=32, seed=0)
+    with torch.no_grad():  # away from the initial q(v), where every R is 1e-5·I or I
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    bound = partial(model.elbo, x, y, method="iw", num_samples=5)
+
+    def gradient(seed, products=False):
+        model.zero_grad()
+        with linalg.seeded(seed), linalg.float32_products(products):
+            bound().backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    exact, low, other = gradient(1), gradient(1, products=True), gradient(2)
+    assert not torch.equal(low, exact)
+    assert (low - exact).norm() < 1e-4 * (other - exact).norm()

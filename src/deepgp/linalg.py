@@ -10,6 +10,7 @@ to gain: docs/paper-vs-code.md §6 and benchmarks/README.md.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 
 import torch
 
@@ -212,6 +213,28 @@ def gram_plain(A: torch.Tensor) -> torch.Tensor:
     return A @ A.mT
 
 
+# The dtype of the R_lᵀA products while a :func:`float32_products` block runs (None outside one).
+_products_dtype: contextvars.ContextVar = contextvars.ContextVar("deepgp_products_dtype", default=None)
+
+
+@contextlib.contextmanager
+def float32_products(enabled: bool = True):
+    """Inside this block :func:`marginal_moments` computes the products R_lᵀA, and their backward,
+    in float32 for float64 inputs (a no-op for float32 ones); everything else stays in the inputs' dtype.
+
+    ‖R_lᵀa‖² is a sum of squares, so its float32 rounding is relative to itself (about 10⁻⁶ at M = 128),
+    and it is a nonnegative part of the variance k(h, h) − ‖a‖² + ‖R_lᵀa‖², whose cancelling terms stay
+    float64: the variance is off by at most that relative amount. :func:`deepgp.fit` runs each step's
+    bound in this block (:func:`deepgp.runtime.training_products`); a prediction or a bound evaluated
+    outside it is computed in the model's dtype throughout.
+    """
+    token = _products_dtype.set(torch.float32 if enabled else None)
+    try:
+        yield
+    finally:
+        _products_dtype.reset(token)
+
+
 class _MarginalMoments(torch.autograd.Function):
     """:func:`marginal_moments`. R_lᵀA is a triangular product, computed on 2×2 blocks (h = M // 2):
 
@@ -223,33 +246,37 @@ class _MarginalMoments(torch.autograd.Function):
     FLOPs at training's batch sizes. The backward writes the gradients of A and R_lᵀA into contiguous
     buffers, where autograd's graph concatenates the split's gradients and adds the square,
     expand and multiply passes of each norm (docs/paper-vs-code.md §6.3, commits 1257cbd, 3164b7a).
+    ``low``: the dtype of the R_lᵀA products, forward and backward (:func:`float32_products`); the
+    casts are no-ops where it is the inputs' own.
     """
 
     @staticmethod
-    def forward(ctx, Lz_inv, K, R, m):
+    def forward(ctx, Lz_inv, K, R, m, low):
         (M, L), n = m.shape, K.shape[-1]
         h = M // 2
         A = Lz_inv @ K
+        A_low = A.to(low)
         # copies of R's two lower blocks, transposed and stacked over l: one GEMM each
-        top_t = R[:, :, :h].mT.reshape(L * h, M)
-        bot_t = R[:, h:, h:].mT.reshape(L * (M - h), M - h)
-        top, bot = (top_t @ A).view(L, h, n), (bot_t @ A[h:]).view(L, M - h, n)
-        ctx.save_for_backward(Lz_inv, K, top_t, bot_t, m, A, top, bot)
-        var = top.square().sum(1) + bot.square().sum(1)  # ||R_lᵀa_n||² [L, n]
+        top_t = R[:, :, :h].mT.reshape(L * h, M).to(low)
+        bot_t = R[:, h:, h:].mT.reshape(L * (M - h), M - h).to(low)
+        top, bot = (top_t @ A_low).view(L, h, n), (bot_t @ A_low[h:]).view(L, M - h, n)
+        ctx.save_for_backward(Lz_inv, K, top_t, bot_t, m, A, A_low, top, bot)
+        var = (top.square().sum(1) + bot.square().sum(1)).to(m.dtype)  # ||R_lᵀa_n||² [L, n]
         return A.T @ m, var.T - A.square().sum(0).unsqueeze(-1)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_mean, g_var):
-        Lz_inv, K, top_t, bot_t, m, A, top, bot = ctx.saved_tensors
+        Lz_inv, K, top_t, bot_t, m, A, A_low, top, bot = ctx.saved_tensors
         (M, L), n = m.shape, A.shape[-1]
         h = M // 2
         # ∂/∂(R_lᵀA) = 2 R_lᵀA · g_var_l; the scale made contiguous first: broadcasting the
         # transposed [L, n] view over M would make the multiply a strided scalar loop
-        scale = (2.0 * g_var.T).contiguous().unsqueeze(1)
+        scale = (2.0 * g_var.T).to(top.dtype).contiguous().unsqueeze(1)
         g_top, g_bot = (top * scale).view(L * h, n), (bot * scale).view(L * (M - h), n)
-        gA = torch.addmm(m @ g_mean.T, top_t.T, g_top)  # from mean = Aᵀm and from the top blocks
-        gA[h:].addmm_(bot_t.T, g_bot)  # from the bottom blocks
+        gA_low = top_t.T @ g_top  # from the top blocks
+        gA_low[h:].addmm_(bot_t.T, g_bot)  # from the bottom blocks
+        gA = torch.addmm(gA_low.to(A.dtype), m, g_mean.T)  # + from mean = Aᵀm
         gA.addcmul_(A, g_var.sum(1), value=-2.0)  # from −||a_n||², shared by the L GPs
         gLz_inv = gA @ K.T if ctx.needs_input_grad[0] else None
         gK = Lz_inv.T @ gA if ctx.needs_input_grad[1] else None
@@ -258,10 +285,10 @@ class _MarginalMoments(torch.autograd.Function):
             # ∂/∂R_l = A(∂/∂R_lᵀA)ᵀ block by block, each as column blocks of one product: the
             # faster GEMM orientation of the two (commit bb360c5)
             gR = A.new_zeros(L, M, M)
-            gR[:, :, :h] = (A @ g_top.T).view(M, L, h).transpose(0, 1)
-            gR[:, h:, h:] = (A[h:] @ g_bot.T).view(M - h, L, M - h).transpose(0, 1)
+            gR[:, :, :h] = (A_low @ g_top.T).view(M, L, h).transpose(0, 1)
+            gR[:, h:, h:] = (A_low[h:] @ g_bot.T).view(M - h, L, M - h).transpose(0, 1)
         gm = A @ g_mean if ctx.needs_input_grad[3] else None
-        return gLz_inv, gK, gR, gm
+        return gLz_inv, gK, gR, gm, None
 
 
 def marginal_moments(
@@ -274,9 +301,12 @@ def marginal_moments(
     :func:`marginal_moments_plain`, with a triangular block product and a hand-written backward.
     The block R_l[:M // 2, M // 2:] is never read (the result is R_lᵀA when it is zero, as for any
     lower-triangular R) and its gradient is returned as zero: pass R as ``tril(...)`` (as
-    ``GPLayer.q`` does), whose backward drops the strict upper triangle's gradient.
+    ``GPLayer.q`` does), whose backward drops the strict upper triangle's gradient. Inside a
+    :func:`float32_products` block the R_lᵀA products of float64 inputs are float32.
     """
-    return _MarginalMoments.apply(Lz_inv, K, R, m)
+    low = _products_dtype.get()
+    low = m.dtype if low is None or m.dtype.itemsize <= low.itemsize else low
+    return _MarginalMoments.apply(Lz_inv, K, R, m, low)
 
 
 def marginal_moments_plain(

@@ -1,4 +1,4 @@
-"""Process-level measures the library takes for speed, each with an opt-out.
+"""Measures the library takes for speed, each with an opt-out.
 
 :func:`settle_heap` (called by :func:`deepgp.fit` before its loop): glibc gives the top of its
 heap back to the operating system whenever more than its trim threshold is free there, and every
@@ -11,17 +11,29 @@ result, is the same either way.
 
 Opt-out: set the environment variable ``DEEPGP_SETTLE_HEAP=0`` (or ``false``, ``no``, ``off``);
 it is read at each call.
+
+:func:`training_products` (applied by :func:`deepgp.fit` to the bound it steps on): in float64
+models, the products R_lᵀA of the marginal conditionals, the largest GEMMs of a step, run in float32
+(:func:`deepgp.linalg.float32_products`). Each variance is then off by about 10⁻⁶ of itself, far
+below the Monte Carlo noise of the bound being stepped on; an LV-GP-GP step takes about 0.75× the
+time on the CPU (benchmarks/README.md, step_time.py). Predictions, and bounds evaluated outside
+``fit``, are float64 throughout. Opt-out: ``DEEPGP_FLOAT32_PRODUCTS=0`` (read when ``fit`` starts).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
 
+from .linalg import float32_products
+
 # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: the largest block it serves by mmap of its own accord
 GLIBC_MMAP_THRESHOLD_MAX = 32 << 20
 SETTLE_HEAP_ENV = "DEEPGP_SETTLE_HEAP"
+FLOAT32_PRODUCTS_ENV = "DEEPGP_FLOAT32_PRODUCTS"
+OFF = ("0", "false", "no", "off")
 
 
 def settle_heap(device: torch.device | str) -> bool:
@@ -33,7 +45,30 @@ def settle_heap(device: torch.device | str) -> bool:
     """
     if torch.device(device).type != "cpu":
         return False
-    if os.environ.get(SETTLE_HEAP_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+    if _opted_out(SETTLE_HEAP_ENV):
         return False
     torch.empty(GLIBC_MMAP_THRESHOLD_MAX - (1 << 20), dtype=torch.uint8)  # allocated and freed at once
     return True
+
+
+def training_products(objective):
+    """``objective`` (a bound: model, X, Y → scalar) computed inside :func:`~deepgp.linalg.float32_products`,
+    or ``objective`` itself where ``DEEPGP_FLOAT32_PRODUCTS`` is ``0``/``false``/``no``/``off``."""
+    if not float32_products_enabled():
+        return objective
+
+    @functools.wraps(objective)
+    def bound(*args, **kwargs):
+        with float32_products():
+            return objective(*args, **kwargs)
+
+    return bound
+
+
+def float32_products_enabled() -> bool:
+    """Whether :func:`training_products` applies the float32 products (``DEEPGP_FLOAT32_PRODUCTS`` not off)."""
+    return not _opted_out(FLOAT32_PRODUCTS_ENV)
+
+
+def _opted_out(variable: str) -> bool:
+    return os.environ.get(variable, "1").strip().lower() in OFF

@@ -27,7 +27,7 @@ from .config import ModelConfig, TrainConfig, gamma_at
 from .linalg import seeded
 from .model import check_parameters
 from .natgrad import NaturalGradientError, natgrad_step_q
-from .runtime import settle_heap
+from .runtime import settle_heap, training_products
 from .validation import as_xy, check_magnitude, check_positive_int
 
 log = logging.getLogger(__name__)
@@ -128,6 +128,8 @@ def fit(
         objectives.check_dreg(inner_sampling)  # now, not at the first step
     objective = (partial(objectives.elbo_iw, num_samples=num_samples, inner_sampling=inner_sampling, dreg=cfg.dreg)
                  if method == "iw" else partial(objectives.elbo_vi, num_samples=num_samples))
+    # deepgp.runtime: the marginal conditionals' R_lᵀA in float32 (float64 models); DEEPGP_FLOAT32_PRODUCTS=0 opts out
+    objective = training_products(objective)
     final = model.final_layer
     # the GP layers whose q(v) takes natural-gradient steps instead of Adam's (the final one first)
     natural = ([final] + ([m for m in model.layers[:-1] if hasattr(m, "q_mu")] if cfg.natgrad_inner else [])
