@@ -88,9 +88,10 @@ def test_float32_products_move_the_gradient_far_less_than_its_monte_carlo_noise(
     x = rng.uniform(-2, 2, (64, 2))
     y = np.sin(x.sum(1, keepdims=True)) + 0.1 * rng.normal(size=(64, 1))
     model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=32, seed=0)
+    g = torch.Generator().manual_seed(0)
     with torch.no_grad():  # away from the initial q(v), where every R is 1e-5·I or I
         for p in model.parameters():
-            p.add_(0.05 * torch.randn_like(p))
+            p.add_(0.05 * torch.randn(p.shape, generator=g, dtype=p.dtype))
     bound = partial(model.elbo, x, y, method="iw", num_samples=5)
 
     def gradient(seed, products=False):

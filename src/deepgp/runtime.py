@@ -33,7 +33,7 @@ from .linalg import float32_products
 GLIBC_MMAP_THRESHOLD_MAX = 32 << 20
 SETTLE_HEAP_ENV = "DEEPGP_SETTLE_HEAP"
 FLOAT32_PRODUCTS_ENV = "DEEPGP_FLOAT32_PRODUCTS"
-OFF = ("0", "false", "no", "off")
+OFF = ("0", "false", "no", "off")  # values of an opt-out variable (and of DEEPGP_CAPTURE) that switch it off
 
 
 def settle_heap(device: torch.device | str) -> bool:

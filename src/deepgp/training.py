@@ -27,11 +27,10 @@ from .config import ModelConfig, TrainConfig, gamma_at
 from .linalg import seeded
 from .model import check_parameters
 from .natgrad import NaturalGradientError, natgrad_step_q
-from .runtime import settle_heap, training_products
+from .runtime import OFF, settle_heap, training_products
 from .validation import as_xy, check_magnitude, check_positive_int
 
 log = logging.getLogger(__name__)
-OFF = ("0", "false", "no", "off")  # values of DEEPGP_CAPTURE that switch capture off
 
 # this many natural-gradient steps skipped in a row (no step size down to γ/64 kept q(v) valid) stop
 # the run: the final layer has stopped learning, and a longer run would only hide it
