@@ -16,9 +16,11 @@ part on which training recipes are chosen.
 At each snapshot the run records the KDE test log density over ``--draws`` predictive draws (the
 paper's protocol), the mixture estimate on the same draws, the RMSE, the training wall-clock so
 far (evaluation excluded) and the bound per training point (mean of the last 50 iterations), as
-one JSON line. Resumable: the training state is checkpointed after every snapshot (``deepgp.fit``'s
-checkpoint), and a snapshot already in ``--out`` is not recomputed, so rerunning the same command
-after an interruption continues where it stopped.
+one JSON line, with the dtype of fit's R_lᵀA products (``products``: float32 unless
+``DEEPGP_FLOAT32_PRODUCTS=0``, which then also enters the run's key). Resumable: the training state
+is checkpointed after every snapshot (``deepgp.fit``'s checkpoint), and a snapshot already in
+``--out`` is not recomputed, so rerunning the same command after an interruption continues where
+it stopped.
 
 ``--set NAME=VALUE`` overrides any field of ModelConfig or TrainConfig (an idea being screened);
 the run's key holds the overrides. ``--peers`` trains GPflux instead (``benchmarks/peers/
@@ -153,6 +155,7 @@ def run_deepgp(args, overrides: dict, out: Path) -> None:
 
     from deepgp import DeepGP, fit
     from deepgp.metrics import split_metrics
+    from deepgp.runtime import training_products_dtype
 
     torch.set_num_threads(args.threads)
     X, Y, Xe, Ye = load_data(args)
@@ -160,6 +163,9 @@ def run_deepgp(args, overrides: dict, out: Path) -> None:
     # the key holds the values as the settings checked them ("EXP" is "exp")
     overrides = {k: getattr(model_cfg if hasattr(model_cfg, k) else train_cfg, k) for k in overrides}
     key = run_key(args, without_defaults(overrides, len(X)))
+    products = training_products_dtype(getattr(torch, model_cfg.dtype))
+    if products != training_products_dtype(torch.float32):  # opted out: never mixed with the default's rows
+        key["products"] = products
     done = done_snapshots(out, key)
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
     checkpoint = checkpoint_path(args, key)
@@ -185,7 +191,7 @@ def run_deepgp(args, overrides: dict, out: Path) -> None:
                       n_eval=len(Xe), resolved={k: v for k, v in vars(train_cfg.resolved()).items()
                                                 if k in ("lr", "gamma", "gamma_warmup", "decay", "decay_every",
                                                          "natgrad_inner", "inner_sampling", "dreg")}
-                      | {"inner_width": model.config.inner_width})
+                      | {"inner_width": model.config.inner_width}, products=products)
         append(out, record)
         print(f"{args.dataset} {args.model} {args.method} s{args.split} {args.part} {args.recipe} {overrides or ''} "
               f"@{iterations}: mixture {record['mixture']:.3f} kde {record['kde']:.3f} rmse {record['rmse']:.3f} "
@@ -247,6 +253,8 @@ def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: 
     for rec in records:
         k = rec["key"]
         settings = [f"{a}={b}" for a, b in k["overrides"].items()]
+        if "products" in k:  # fit's products opted out of float32 (DEEPGP_FLOAT32_PRODUCTS=0)
+            settings.append(f"products={k['products']}")
         if (k["points"], k["draws"]) != usual_evaluation:  # another evaluation: its own line
             settings.append(f"points={k['points']}, draws={k['draws']}")
         name = (k["dataset"], k["model"], k["method"].upper(), k["system"],

@@ -81,6 +81,20 @@ def test_fit_steps_in_float64_when_opted_out(monkeypatch):
     assert lows and set(lows) == {torch.float64}
 
 
+def test_the_products_dtype_a_results_row_records_is_the_one_fit_steps_with(monkeypatch):
+    lows = record_product_dtypes(monkeypatch)
+    x = torch.linspace(-1, 1, 20, dtype=torch.float64).unsqueeze(-1)
+    for dtype, opt_out in ((torch.float64, None), (torch.float64, "0"), (torch.float32, None), (torch.float32, "0")):
+        if opt_out is None:
+            monkeypatch.delenv(runtime.FLOAT32_PRODUCTS_ENV, raising=False)
+        else:
+            monkeypatch.setenv(runtime.FLOAT32_PRODUCTS_ENV, opt_out)
+        model = deepgp.DeepGP.from_spec("GP-GP", x, torch.sin(3 * x), num_inducing=4, seed=0, dtype=dtype)
+        lows.clear()
+        deepgp.fit(model, x.to(dtype), torch.sin(3 * x).to(dtype), method="vi", iterations=2, progress=False)
+        assert lows and {str(low).removeprefix("torch.") for low in lows} == {runtime.training_products_dtype(dtype)}
+
+
 def test_float32_products_move_the_gradient_far_less_than_its_monte_carlo_noise():
     # the step's gradient with float32 products against float64 at the same draws, and the float64
     # gradient at other draws: what the rounding adds is negligible beside what sampling does

@@ -70,5 +70,12 @@ def float32_products_enabled() -> bool:
     return not _opted_out(FLOAT32_PRODUCTS_ENV)
 
 
+def training_products_dtype(dtype: torch.dtype) -> str:
+    """The dtype, as text, in which :func:`deepgp.fit` computes the R_lᵀA products of a model of ``dtype``
+    in this process: "float32" for float32 models and, unless opted out, for float64 ones (what a results
+    row records beside the versions it was computed with)."""
+    return "float32" if dtype == torch.float32 or float32_products_enabled() else "float64"
+
+
 def _opted_out(variable: str) -> bool:
     return os.environ.get(variable, "1").strip().lower() in OFF

@@ -576,7 +576,27 @@ def test_a_row_says_which_device_computed_it(data_dir, tmp_path, monkeypatch):
     old_columns = [c for c in runner.COLUMNS if c != "device"]
     results.write_text(",".join(old_columns) + "\n")
     runner.prepare_results(results)
-    assert results.read_text().splitlines()[0].split(",")[-1] == "device"
+    assert results.read_text().splitlines()[0].split(",")[-2:] == ["device", "products"]
+
+
+def test_a_row_says_in_what_dtype_training_computed_its_products(data_dir, tmp_path, monkeypatch):
+    """"float32" by default, "float64" under DEEPGP_FLOAT32_PRODUCTS=0, "-" for a baseline (no such
+    products); a file from before the column gains it empty, and its rows keep their keys."""
+    monkeypatch.delenv("DEEPGP_FLOAT32_PRODUCTS", raising=False)
+    config = runner.make_configs(["toya"], [("GP", "vi")], [0], iterations=2, data_dir=str(data_dir), **FAST)[0]
+    assert [row["products"] for row in runner.run_config(config)] == ["float32"]
+    monkeypatch.setenv("DEEPGP_FLOAT32_PRODUCTS", "0")
+    (row,) = runner.run_config(config)
+    assert row["products"] == "float64"
+    (linear,) = runner.make_configs(["toya"], [("Linear", "vi")], [0], iterations=2, data_dir=str(data_dir), **FAST)
+    assert [r["products"] for r in runner.run_config(linear)] == ["-"]
+    results = tmp_path / "old.csv"
+    old = {c: row[c] for c in runner.COLUMNS if c != "products"}
+    line = runner.format_row(old).rstrip("\n").rsplit(",", 1)[0]  # (format_row writes every column)
+    results.write_text(",".join(old) + "\n" + line + "\n")
+    runner.prepare_results(results)
+    (back,) = runner.read_results(results)
+    assert back["products"] == "" and runner.config_key(back) == runner.config_key(row)
 
 
 # -- snapshots -----------------------------------------------------------------------------------

@@ -66,3 +66,25 @@ def test_the_table_never_averages_runs_evaluated_differently(ttq, tmp_path):
     assert len(lines) == 2  # (the mean over two splits, and the other evaluation's one run)
     assert lines[0].startswith("| concrete | LV-GP-GP | IW | deepgp | fast | - | -0.300")
     assert lines[1].startswith("| concrete | LV-GP-GP | IW | deepgp | fast | points=2000, draws=2000 | 0.900")
+
+
+def test_a_run_opted_out_of_float32_products_is_its_own_run(ttq, tmp_path, monkeypatch):
+    """Each record says in what dtype fit computed its R_lᵀA products; a run with
+    ``DEEPGP_FLOAT32_PRODUCTS=0`` has "products" in its key, so it never resumes from, or is skipped for,
+    the default run's records and checkpoint, and the table shows it on its own line."""
+    import json
+
+    out = tmp_path / "runs.jsonl"
+    argv = ["time_to_quality.py", "--dataset", "letters:60", "--model", "GP", "--method", "vi", "--points", "20",
+            "--draws", "20", "--snapshots", "2", "--out", str(out), "--checkpoints", str(tmp_path / "ck")]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.delenv("DEEPGP_FLOAT32_PRODUCTS", raising=False)
+    ttq.main()
+    monkeypatch.setenv("DEEPGP_FLOAT32_PRODUCTS", "0")
+    ttq.main()
+    default, opted_out = (json.loads(line) for line in out.read_text().splitlines())
+    assert default["products"] == "float32" and "products" not in default["key"]
+    assert opted_out["products"] == "float64" and opted_out["key"] == {**default["key"], "products": "float64"}
+    assert len(list((tmp_path / "ck").iterdir())) == 2
+    lines = ttq.table(out, "mixture", "test").splitlines()[2:]
+    assert [line.split(" | ")[5] for line in lines] == ["-", "products=float64"]

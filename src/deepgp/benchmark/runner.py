@@ -87,8 +87,10 @@ SETTINGS: dict[str, dataclasses.Field] = {
     for f in dataclasses.fields(config)}
 KEY = ("dataset", "split", *SETTINGS)  # ("model", "method" and "seed" are settings)
 METRICS = ("test_loglik_kde", "test_loglik_mixture", "test_rmse", "shapiro_median", "bound")
-# beside the key and the metrics, where and with what a row was computed ("device": cpu, or the GPU's name)
-COLUMNS = KEY + METRICS + ("n_train", "n_test", "seconds", "deepgp", "torch", "numpy", "python", "device")
+# beside the key and the metrics, where and with what a row was computed ("device": cpu, or the GPU's name;
+# "products": the dtype of training's R_lᵀA products, deepgp.runtime; "-" for a baseline, "" in older rows)
+COLUMNS = KEY + METRICS + ("n_train", "n_test", "seconds", "deepgp", "torch", "numpy", "python", "device",
+                           "products")
 _REQUIRED = ("dataset", "model", "method", "split", "seed", *METRICS)  # what any results file has had
 _INTS = ("split", "n_train", "n_test", *(name for name, f in SETTINGS.items() if f.type in ("int", "int | None")))
 
@@ -310,6 +312,7 @@ def run_config(config: dict) -> list[dict]:
     from ..datasets.uci import load_split
     from ..metrics import split_metrics
     from ..model import DeepGP
+    from ..runtime import training_products_dtype
     from ..training import fit
 
     torch.set_num_threads(1)
@@ -322,14 +325,15 @@ def run_config(config: dict) -> list[dict]:
                       stats="all" if bench.protocol == "paper" else "train")
     architecture = model_config(config["model"], config)
 
-    def row_at(iterations: int, model, history: np.ndarray) -> dict:
+    def row_at(iterations: int, model, history: np.ndarray, products: str = "-") -> dict:
         metrics = split_metrics(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points or None,
                                 train.seed)  # shapiro_points 0: every test point
         bound = float(np.mean(history[-min(len(history), 50):])) if len(history) else float("nan")
         row = {k: config[k] for k in KEY} | {"iterations": iterations}
         row.update(metrics, bound=bound, n_train=len(data.X_train), n_test=len(data.X_test),
                    seconds=round(time.perf_counter() - start, 2), deepgp=__version__, torch=torch.__version__,
-                   numpy=np.__version__, python=platform.python_version(), device=_device_name(model.device))
+                   numpy=np.__version__, python=platform.python_version(), device=_device_name(model.device),
+                   products=products)
         return row
 
     if check_pair(config["model"], config["method"]):
@@ -345,7 +349,7 @@ def run_config(config: dict) -> list[dict]:
             # saved at the end of each budget (not every 1,000 iterations): the state the next one resumes
             history = fit(model, data.X_train, data.Y_train, config=dataclasses.replace(train, iterations=budget),
                           progress=False, checkpoint=checkpoint, checkpoint_every=max(train.iterations, 1))
-            rows.append(row_at(budget, model, history))
+            rows.append(row_at(budget, model, history, training_products_dtype(model.dtype)))
     return rows
 
 
@@ -376,7 +380,7 @@ def format_row(row: dict) -> str:
     """One CSV line (with newline) of COLUMNS: settings exactly (as in the key), measured floats to 6
     significant digits."""
     buf = io.StringIO()
-    row = {"device": "", **row}  # (a row from before the device column has none)
+    row = {"device": "", "products": "", **row}  # (a row from before these columns has none)
     values = [_text(row[c]) if c in SETTINGS else f"{row[c]:.6g}" if isinstance(row[c], float) else row[c]
               for c in COLUMNS]
     csv.writer(buf, lineterminator="\n").writerow(values)
