@@ -42,7 +42,7 @@ def evaluate(args, overrides: dict) -> dict:
     torch.set_num_threads(args.threads)
     model_cfg, train_cfg = ttq.run_configs(args, overrides)
     X, Y, Xe, Ye = ttq.load_data(args)
-    key = ttq.run_key(args, ttq.without_defaults(overrides, len(X)))
+    key = ttq.deepgp_key(args, overrides, model_cfg, len(X))
     model = DeepGP.from_config(model_cfg, X, Y, seed=args.split)
     checkpoint = ttq.checkpoint_path(args, key)
     if not checkpoint.exists():  # (training here would move time_to_quality's checkpoint past its snapshots)

@@ -107,10 +107,15 @@ def _default_inner_sampling() -> str:
     return getattr(TrainConfig(), "inner_sampling", "joint")
 
 
-def _products(deepgp) -> str:
-    """The dtype of fit's R_lᵀA products in this process (deepgp.runtime.training_products): "float32" by
-    default for float64 models, "float64" where DEEPGP_FLOAT32_PRODUCTS opts out."""
+def _products(deepgp, dtype) -> str:
+    """The dtype of fit's R_lᵀA products for a model of ``dtype`` in this process
+    (deepgp.runtime.training_products_dtype): "float32" for float32 models and, unless
+    DEEPGP_FLOAT32_PRODUCTS opts out, for float64 ones."""
     runtime = getattr(deepgp, "runtime", None)
+    if hasattr(runtime, "training_products_dtype"):
+        return runtime.training_products_dtype(dtype)
+    if str(dtype).endswith("float32"):  # (commits from before the helper)
+        return "float32"
     if not hasattr(runtime, "float32_products_enabled"):
         return "float64"  # a commit from before the float32 products
     return "float32" if runtime.float32_products_enabled() else "float64"
@@ -218,7 +223,8 @@ def worker(args) -> None:
         **stats, **rate, flops_ours=ours["total"], flops_dense=dense["total"],
         floor_ours_s=ours["total"] / (rate["gemm_gflops"] * 1e9),
         floor_dense_s=dense["total"] / (rate["gemm_gflops"] * 1e9),
-        rss_before_fit_mb=rss_before, loadavg_start=load0, other_cores_busy=other, products=_products(deepgp),
+        rss_before_fit_mb=rss_before, loadavg_start=load0, other_cores_busy=other,
+        products=_products(deepgp, model.dtype),
     ))
 
 

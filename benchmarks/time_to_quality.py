@@ -85,6 +85,21 @@ def run_key(args, overrides: dict) -> dict:
                 overrides=dict(sorted(overrides.items())), points=args.points, draws=args.draws)
 
 
+def deepgp_key(args, overrides: dict, model_cfg, num_data: int) -> dict:
+    """The key of a deepgp run: :func:`run_key` of its overrides less the defaults, plus
+    ``"products": "float64"`` where ``DEEPGP_FLOAT32_PRODUCTS=0`` makes fit's R_lᵀA products float64 (a
+    float64 model opted out): such a run never resumes from, or is skipped for, the default run."""
+    import torch
+
+    from deepgp.runtime import training_products_dtype
+
+    key = run_key(args, without_defaults(overrides, num_data))
+    products = training_products_dtype(getattr(torch, model_cfg.dtype))
+    if products != training_products_dtype(torch.float32):
+        key["products"] = products
+    return key
+
+
 def without_defaults(overrides: dict, num_data: int) -> dict:
     """``overrides`` less those that set a ModelConfig or TrainConfig field to its declared default: the
     default run's key is ``{}`` however it was asked for (where a default changes, the rows run at the old
@@ -162,10 +177,8 @@ def run_deepgp(args, overrides: dict, out: Path) -> None:
     model_cfg, train_cfg = run_configs(args, overrides)  # (first: a bad --set value stops here, in one line)
     # the key holds the values as the settings checked them ("EXP" is "exp")
     overrides = {k: getattr(model_cfg if hasattr(model_cfg, k) else train_cfg, k) for k in overrides}
-    key = run_key(args, without_defaults(overrides, len(X)))
+    key = deepgp_key(args, overrides, model_cfg, len(X))
     products = training_products_dtype(getattr(torch, model_cfg.dtype))
-    if products != training_products_dtype(torch.float32):  # opted out: never mixed with the default's rows
-        key["products"] = products
     done = done_snapshots(out, key)
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
     checkpoint = checkpoint_path(args, key)

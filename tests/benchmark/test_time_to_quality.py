@@ -88,3 +88,22 @@ def test_a_run_opted_out_of_float32_products_is_its_own_run(ttq, tmp_path, monke
     assert len(list((tmp_path / "ck").iterdir())) == 2
     lines = ttq.table(out, "mixture", "test").splitlines()[2:]
     assert [line.split(" | ")[5] for line in lines] == ["-", "products=float64"]
+
+
+def test_only_a_float64_model_opted_out_of_float32_products_has_them_in_its_key(ttq, monkeypatch):
+    """A float32 model's products are float32 whatever the opt-out says: its key stays the default one."""
+    from deepgp.config import ModelConfig
+
+    args = type("Args", (), dict(peers=False, dataset="kin8nm", model="GP", method="vi", split=0, part="test",
+                                 recipe="fast", points=10, draws=10))()
+    keys = {}
+    for opt_out in (None, "0"):
+        if opt_out is None:
+            monkeypatch.delenv("DEEPGP_FLOAT32_PRODUCTS", raising=False)
+        else:
+            monkeypatch.setenv("DEEPGP_FLOAT32_PRODUCTS", opt_out)
+        for dtype in ("float64", "float32"):
+            overrides = {"dtype": dtype} if dtype == "float32" else {}
+            keys[opt_out, dtype] = ttq.deepgp_key(args, overrides, ModelConfig(model="GP", dtype=dtype), 100)
+    assert keys["0", "float64"] == {**keys[None, "float64"], "products": "float64"}
+    assert keys["0", "float32"] == keys[None, "float32"] and "products" not in keys[None, "float32"]
