@@ -119,7 +119,10 @@ def main() -> None:
     if args.seeds < 2:
         p.error("--seeds must be at least 2")
     args.part, args.peers = "test", False  # (the fields of time_to_quality's key)
-    record = evaluate(args, ttq.parse_overrides(args.set))
+    try:
+        record = evaluate(args, ttq.parse_overrides(args.set))
+    except ttq.UsageError as err:
+        p.error(str(err))
     ttq.append(out, record)
     print(f"{args.dataset} {args.model} {args.method} s{args.split} @{args.iterations}: "
           f"KDE {summary(record['kde'])}, mixture {summary(record['mixture'])}", flush=True)

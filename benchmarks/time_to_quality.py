@@ -134,10 +134,14 @@ def done_snapshots(out: Path, key: dict) -> dict[int, dict]:
 
 
 def append(out: Path, record: dict) -> None:
+    """``record`` as one more line of ``out``; after a line cut short by a kill (no newline at the end),
+    on a line of its own, so that the cut line alone is skipped when read."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(out, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, (json.dumps(record) + "\n").encode())
+        size = os.fstat(fd).st_size
+        cut = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+        os.write(fd, (("\n" if cut else "") + json.dumps(record) + "\n").encode())
     finally:
         os.close(fd)
 
@@ -258,7 +262,9 @@ def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: 
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue
-        k = rec["key"]
+        k = rec.get("key") if isinstance(rec, dict) else None
+        if not isinstance(k, dict) or "iterations" not in rec:
+            continue  # not a record of this script
         if k["part"] == part and (splits is None or k["split"] in splits):
             records.append(rec)
     evaluations = [(r["key"]["points"], r["key"]["draws"]) for r in records]
@@ -311,6 +317,17 @@ def add_run_arguments(p: argparse.ArgumentParser, dataset: str = "kin8nm") -> No
     p.add_argument("--checkpoints", default=str(Path(tempfile.gettempdir()) / "deepgp-time-to-quality"))
 
 
+class UsageError(SystemExit):
+    """A bad argument: main() prints its message in one line and exits with status 2."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def run_configs(args, overrides: dict):
     """(ModelConfig, TrainConfig) of the run: the recipe, seed = split, K = 5 for IW, and the ``--set``
     overrides; SystemExit naming any override that is a field of neither, or a value its field refuses."""
@@ -319,16 +336,16 @@ def run_configs(args, overrides: dict):
     model_settings, train_settings = settings_of(ModelConfig, overrides), settings_of(TrainConfig, overrides)
     unknown = sorted(set(overrides) - set(model_settings) - set(train_settings))
     if unknown:
-        raise SystemExit(f"unknown setting(s) {unknown}: --set takes fields of ModelConfig and TrainConfig")
+        raise UsageError(f"unknown setting(s) {unknown}: --set takes fields of ModelConfig and TrainConfig")
     own = sorted({"model", "method", "recipe", "seed", "num_samples"} & set(overrides))
     if own:  # (the run's key names them through their options; K is 5 for IW, 1 for VI)
-        raise SystemExit(f"--set {own}: given by the options --model, --method, --recipe and --split, not --set")
+        raise UsageError(f"--set {own}: given by the options --model, --method, --recipe and --split, not --set")
     try:
         return (ModelConfig(model=args.model, **model_settings),
                 TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
                             num_samples=5 if args.method == "iw" else 1, **train_settings))
     except ValueError as err:
-        raise SystemExit(f"--set: {err}") from None
+        raise UsageError(f"--set: {err}") from None
 
 
 def checkpoint_path(args, key: dict) -> Path:
@@ -358,21 +375,64 @@ def main() -> None:
     p.add_argument("--paper", default=None, help="with --table: the paper's Table 1 CSV, shown beside each line")
     p.add_argument("--splits", default=None, help="with --table: only these splits ('0-1' or '0,2')")
     args = p.parse_args()
+    try:
+        run(args)
+    except UsageError as err:
+        p.error(str(err))  # one line, exit status 2
+    except (ValueError, OSError) as err:  # a damaged checkpoint, a full disk...: one line, exit status 1
+        sys.exit(f"{p.prog}: {' '.join(str(err).split())}")
+
+
+def run(args) -> None:
     out = Path(args.out)
     if args.table:
         from deepgp.benchmark.runner import parse_splits
 
-        splits = set(parse_splits(args.splits)) if args.splits else None
+        for name, path in (("--out", out), ("--paper", args.paper)):
+            if path is not None and not Path(path).is_file():
+                raise UsageError(f"{name} {path}: no such file")
+        try:
+            splits = set(parse_splits(args.splits)) if args.splits else None
+        except ValueError as err:
+            raise UsageError(f"--splits: {err}") from None
         sys.stdout.write(table(out, args.metric, args.part, Path(args.paper) if args.paper else None, splits))
         return
-    args.snapshots = sorted({int(s) for s in args.snapshots.split(",") if s.strip()})
+    check_run_arguments(args)
     overrides = parse_overrides(args.set)
     if args.peers:
         if overrides or args.method != "vi":
-            raise SystemExit("--peers trains GPflux's own recipe by VI: no --set, --method vi")
+            raise UsageError("--peers trains GPflux's own recipe by VI: no --set, --method vi")
         run_peer(args, run_key(args, {}), out)
     else:
+        run_configs(args, overrides)  # a bad --set value stops here, before the data are loaded
         run_deepgp(args, overrides, out)
+
+
+def check_run_arguments(args) -> None:
+    """UsageError for a value no run can use, before any training (``args.snapshots`` becomes the
+    sorted list of iteration counts); ``--out`` must take a line and ``--checkpoints`` be a folder."""
+    from deepgp.storage import check_writable
+
+    try:
+        snapshots = sorted({int(s) for s in str(args.snapshots).split(",") if s.strip()})
+    except ValueError:
+        raise UsageError(f"--snapshots must be comma-separated iteration counts, got {args.snapshots!r}") from None
+    if not snapshots or snapshots[0] < 1:
+        raise UsageError(f"--snapshots must be iteration counts of at least 1, got {args.snapshots!r}")
+    args.snapshots = snapshots
+    for name in ("threads", "points", "draws"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.split < 0:
+        raise UsageError(f"--split must be 0 or more, got {args.split}")
+    if Path(args.checkpoints).exists() and not Path(args.checkpoints).is_dir():
+        raise UsageError(f"--checkpoints {args.checkpoints} is a file, not a folder")
+    out = Path(args.out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        check_writable(out, "--out's records")
+    except (ValueError, OSError) as err:
+        raise UsageError(" ".join(str(err).split())) from None
 
 
 if __name__ == "__main__":

@@ -131,3 +131,25 @@ def test_tutorial_runs_as_written(tmp_path, monkeypatch, capsys):
     assert "GP (VI)        test log density" in printed and "LV-GP-GP (IW)  test log density" in printed
     assert (tmp_path / "letters.png").stat().st_size > 10_000
     assert namespace["x"].shape == (QUICK.num_train, 1)
+
+
+def test_an_output_it_cannot_write_stops_the_demo_before_training(monkeypatch, tmp_path):
+    """A folder where the scores go, or a read-only figure, is refused before any model is fitted, and
+    the old figure is kept."""
+    import os
+
+    fitted = []
+    monkeypatch.setattr(deepgp.demo, "DeepGPRegressor", lambda **kwargs: fitted.append(kwargs))
+    config = replace(QUICK, num_train=50, num_test=10, iterations=2)
+    (tmp_path / "demo.png").write_bytes(b"the old figure")
+    (tmp_path / "scores.json").mkdir()
+    with pytest.raises(ValueError, match="the scores .*folder"):
+        run_demo(out=tmp_path, models=("GP",), config=config, progress=False)
+    assert fitted == [] and (tmp_path / "demo.png").read_bytes() == b"the old figure"
+    (tmp_path / "scores.json").rmdir()
+    (tmp_path / "demo.png").chmod(0o444)
+    if os.access(tmp_path / "demo.png", os.W_OK):
+        pytest.skip("this user may write read-only files (root)")
+    with pytest.raises(ValueError, match="the figure .*read-only"):
+        run_demo(out=tmp_path, models=("GP",), config=config, progress=False)
+    assert fitted == [] and (tmp_path / "demo.png").read_bytes() == b"the old figure"

@@ -117,3 +117,15 @@ def test_float32_products_move_the_gradient_far_less_than_its_monte_carlo_noise(
     exact, low, other = gradient(1), gradient(1, products=True), gradient(2)
     assert not torch.equal(low, exact)
     assert (low - exact).norm() < 1e-4 * (other - exact).norm()
+
+
+def test_an_opt_out_variable_reads_off_in_any_case_with_spaces_around(monkeypatch):
+    """The rule for DEEPGP_FLOAT32_PRODUCTS, DEEPGP_SETTLE_HEAP and DEEPGP_CAPTURE alike."""
+    for value in ("0", " 0 ", "FALSE", "off\n", "No"):
+        monkeypatch.setenv("DEEPGP_CAPTURE", value)
+        assert runtime.opted_out("DEEPGP_CAPTURE"), value
+    for value in ("", "1", "2", "yes", "true"):
+        monkeypatch.setenv("DEEPGP_CAPTURE", value)
+        assert not runtime.opted_out("DEEPGP_CAPTURE"), value
+    monkeypatch.delenv("DEEPGP_CAPTURE")
+    assert not runtime.opted_out("DEEPGP_CAPTURE")

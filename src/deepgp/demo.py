@@ -23,7 +23,7 @@ from .config import RECIPE_ITERATIONS, RECIPE_VALUES
 from .datasets.letters import letters_log_density, load_letters
 from .estimator import DeepGPRegressor
 from .preprocessing import Standardizer
-from .storage import write_bytes
+from .storage import check_writable, write_bytes
 
 log = logging.getLogger(__name__)
 MODELS = {"GP": "vi", "GP-GP": "vi", "LV-GP": "iw", "LV-GP-GP": "iw"}
@@ -83,6 +83,8 @@ def run_demo(out="deepgp-demo", models=tuple(MODELS), config: DemoConfig = DemoC
     (x, y), (xt, yt) = load_letters(config.num_train, config.num_test, seed=config.seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    for name, what in (("demo.png", "the figure"), ("scores.json", "the scores")):
+        check_writable(out / name, what)  # before the minutes of training, not after them
     log.info(f"'DGP' letters: {len(x)} training and {len(xt)} test points; {config.iterations} iterations per model")
     fitted, scores = {}, {}
     for name in models:

@@ -45,7 +45,7 @@ def settle_heap(device: torch.device | str) -> bool:
     """
     if torch.device(device).type != "cpu":
         return False
-    if _opted_out(SETTLE_HEAP_ENV):
+    if opted_out(SETTLE_HEAP_ENV):
         return False
     torch.empty(GLIBC_MMAP_THRESHOLD_MAX - (1 << 20), dtype=torch.uint8)  # allocated and freed at once
     return True
@@ -67,7 +67,7 @@ def training_products(objective):
 
 def float32_products_enabled() -> bool:
     """Whether :func:`training_products` applies the float32 products (``DEEPGP_FLOAT32_PRODUCTS`` not off)."""
-    return not _opted_out(FLOAT32_PRODUCTS_ENV)
+    return not opted_out(FLOAT32_PRODUCTS_ENV)
 
 
 def training_products_dtype(dtype: torch.dtype) -> str:
@@ -77,5 +77,6 @@ def training_products_dtype(dtype: torch.dtype) -> str:
     return "float32" if dtype == torch.float32 or float32_products_enabled() else "float64"
 
 
-def _opted_out(variable: str) -> bool:
+def opted_out(variable: str) -> bool:
+    """Whether the environment variable ``variable`` is one of :data:`OFF` (any case, spaces around)."""
     return os.environ.get(variable, "1").strip().lower() in OFF

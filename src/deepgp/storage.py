@@ -142,6 +142,8 @@ def check_writable(path, what: str = "the file") -> Path:
         raise ValueError(f"cannot write {what} to {path}: it is a folder; give a file name")
     if real.exists() and not real.is_file():
         raise ValueError(f"cannot write {what} to {path}: it is not a regular file (a device or a pipe?)")
+    if real.exists() and not os.access(real, os.W_OK):  # (write_bytes refuses to replace it)
+        raise ValueError(f"cannot write {what} to {path}: it is read-only")
     folder = real.parent
     if not folder.is_dir():
         raise ValueError(f"cannot write {what} to {path}: the folder {path.parent} does not exist")

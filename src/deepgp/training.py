@@ -27,7 +27,7 @@ from .config import ModelConfig, TrainConfig, gamma_at
 from .linalg import seeded
 from .model import check_parameters
 from .natgrad import NaturalGradientError, natgrad_step_q
-from .runtime import OFF, settle_heap, training_products
+from .runtime import opted_out, settle_heap, training_products
 from .validation import as_xy, check_magnitude, check_positive_int
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ def fit(
     if capture not in (None, True, False):
         raise ValueError(f"capture must be True, False or None (on a GPU), got {capture!r}")
     if capture is None:
-        capture = model.device.type == "cuda" and os.environ.get("DEEPGP_CAPTURE", "1").lower() not in OFF
+        capture = model.device.type == "cuda" and not opted_out("DEEPGP_CAPTURE")
     graph = bool(capture) and model.device.type == "cuda"
     adam = capturable_adam(params, lr) if graph else _adam(params, lr)
     schedule = torch.optim.lr_scheduler.StepLR(adam, step_size=decay_every, gamma=decay)

@@ -418,3 +418,16 @@ def test_against_the_paper_where_either_side_is_minus_infinity_or_ours_is_nan(tm
     assert "| c | no value (NaN) |" in section and "| d | -0.50 ✗ |" in section
     assert "| **within** | 2 of 3 |" in section  # the NaN cell is not counted
     assert "within 0.1 (standardised units)" in report.render_report(results, paper, metric="test_rmse")
+
+
+def test_a_file_that_is_not_the_papers_table_is_refused_under_its_own_option(tmp_path):
+    """--shapiro's file is named as --shapiro's; a results file given as the paper's table (no MODEL_METHOD
+    column) is refused, not reported as every cell missing."""
+    no_dataset = tmp_path / "w.csv"
+    no_dataset.write_text("name,GP_VI\nboston,0.9\n")
+    with pytest.raises(ValueError, match="^--shapiro .*no 'dataset' column"):
+        report.read_paper(no_dataset, "--shapiro")
+    results = tmp_path / "results.csv"
+    results.write_text("dataset,model,method,test_loglik_kde\nboston,GP,vi,0.1\n")
+    with pytest.raises(ValueError, match="^--paper .*no column like"):
+        report.read_paper(results)

@@ -107,3 +107,33 @@ def test_only_a_float64_model_opted_out_of_float32_products_has_them_in_its_key(
             keys[opt_out, dtype] = ttq.deepgp_key(args, overrides, ModelConfig(model="GP", dtype=dtype), 100)
     assert keys["0", "float64"] == {**keys[None, "float64"], "products": "float64"}
     assert keys["0", "float32"] == keys[None, "float32"] and "products" not in keys[None, "float32"]
+
+
+def test_a_record_after_a_line_cut_by_a_kill_starts_a_line_of_its_own(ttq, tmp_path):
+    import json
+
+    out = tmp_path / "runs.jsonl"
+    out.write_text('{"key": {"system": "deepgp", "dataset": "let')  # a kill mid-write: no newline
+    ttq.append(out, {"key": {"a": 1}, "iterations": 10})
+    ttq.append(out, {"key": {"a": 1}, "iterations": 20})
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3 and [json.loads(line)["iterations"] for line in lines[1:]] == [10, 20]
+    assert sorted(ttq.done_snapshots(out, {"a": 1})) == [10, 20]
+
+
+@pytest.mark.parametrize("flags", [["--snapshots", "abc"], ["--snapshots", "0"], ["--threads", "0"],
+                                   ["--draws", "0"], ["--points", "-1"], ["--split", "-1"],
+                                   ["--set", "lr=nan"], ["--checkpoints", "FILE"], ["--out", "DIR"]])
+def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path, monkeypatch, capsys, flags):
+    (tmp_path / "FILE").write_text("")
+    (tmp_path / "DIR").mkdir()
+    flags = [str(tmp_path / f) if f in ("FILE", "DIR") else f for f in flags]
+    trained = []
+    monkeypatch.setattr(ttq, "run_deepgp", lambda *a: trained.append(a))
+    argv = ["time_to_quality.py", "--dataset", "letters:60", "--out", str(tmp_path / "o.jsonl"),
+            "--checkpoints", str(tmp_path / "ck"), "--snapshots", "2", *flags]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_:
+        ttq.main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and trained == [] and err[-1].startswith("time_to_quality.py: error: ")

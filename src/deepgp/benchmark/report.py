@@ -28,18 +28,19 @@ TREND = 0.02  # a change between a cell's last two budgets within ±this is "fla
 _LOWER_IS_BETTER = ("test_rmse",)
 
 
-def read_paper(path) -> dict[tuple[str, str, str], tuple[float, float]]:
+def read_paper(path, option: str = "--paper") -> dict[tuple[str, str, str], tuple[float, float]]:
     """The paper's table (e.g. table1_test_loglik.csv): (dataset, model, method) → (mean, s.e.), in the
     table's column order. Columns are ``MODEL_METHOD`` (and ``MODEL_METHOD_se``), METHOD one of VI, IWVI,
     SGHMC; the baselines' columns of Tables S1 and S2 are bare network names (``Linear``, ``CVAE-50``:
-    trained by VI); "-inf" is the paper's "below −1000"."""
+    trained by VI); "-inf" is the paper's "below −1000". Errors name the file as ``option`` gave it.
+    A table without a value in any such column is refused."""
     from ..baselines import network_name
 
     out = {}
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         if "dataset" not in (reader.fieldnames or []):
-            raise ValueError(f"--paper {path} is not a table of the paper: it has no 'dataset' column")
+            raise ValueError(f"{option} {path} is not a table of the paper: it has no 'dataset' column")
         try:
             for rec in reader:
                 for col, value in rec.items():
@@ -52,7 +53,10 @@ def read_paper(path) -> dict[tuple[str, str, str], tuple[float, float]]:
                     se = rec.get(col + "_se") or "nan"
                     out[(rec["dataset"], model, lower)] = (float(value), float(se))
         except (ValueError, TypeError) as err:
-            raise ValueError(f"--paper {path}, line {reader.line_num}: {err}") from None
+            raise ValueError(f"{option} {path}, line {reader.line_num}: {err}") from None
+    if not out:
+        raise ValueError(f"{option} {path} is not a table of the paper: no column like GP-GP_VI or LV-GP_IWVI "
+                         "has a value")
     return out
 
 
@@ -548,7 +552,7 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
               for g, v in summarise(rows, "shapiro_median", False, reference).items()}
     budget = {g[:3]: max(v.values()) for g, v in summarise(rows, "iterations", False, reference).items()}
     paper_table = read_paper(paper) if paper else {}
-    paper_w = {k: v[0] for k, v in read_paper(shapiro).items()} if shapiro else {}
+    paper_w = {k: v[0] for k, v in read_paper(shapiro, "--shapiro").items()} if shapiro else {}
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     configs = [(m, k, "") for m, k in CONFIGS]
     means = {g: _mean_se(v.values())[0] for g, v in groups.items()}
