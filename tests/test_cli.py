@@ -164,6 +164,10 @@ def errors_for(tmp_path, data):
         (["plot", "prior", "--models", "GP,XX", "--out", str(tmp_path / "p.png")], "unknown token"),
         (["plot", "prior", "--out", str(tmp_path / "p.jpg")], "must end in one of"),
         (["demo", "--models", "GP,GP-GP-GP", "--out", str(tmp_path)], "unknown demo model"),
+        (["demo", "--models", "GP,GP", "--out", str(tmp_path)], "a demo model named twice"),
+        (["benchmark", "--datasets", "", "--results", str(tmp_path / "r.csv")], "--datasets names nothing"),
+        (["benchmark", "--datasets", "toya", "--models", " , ", "--results", str(tmp_path / "r.csv")],
+         "--models names nothing"),
     ]
 
 

@@ -79,6 +79,8 @@ def run_demo(out="deepgp-demo", models=tuple(MODELS), config: DemoConfig = DemoC
         raise ValueError(f"unknown demo model(s) {unknown}; choose from {list(MODELS)}")
     if not models:
         raise ValueError("no models to fit")
+    if len(set(models)) != len(models):
+        raise ValueError(f"a demo model named twice in {list(models)}")
     torch.set_num_threads(min(torch.get_num_threads(), 2))  # small matrices: more threads only contend
     (x, y), (xt, yt) = load_letters(config.num_train, config.num_test, seed=config.seed)
     out = Path(out)

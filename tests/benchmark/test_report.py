@@ -431,3 +431,13 @@ def test_a_file_that_is_not_the_papers_table_is_refused_under_its_own_option(tmp
     results.write_text("dataset,model,method,test_loglik_kde\nboston,GP,vi,0.1\n")
     with pytest.raises(ValueError, match="^--paper .*no column like"):
         report.read_paper(results)
+
+
+def test_a_report_it_cannot_write_is_refused_in_one_line_naming_it(tmp_path, capsys):
+    from deepgp.cli import main
+
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0]})
+    assert main(["report", str(results), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"deepgp report: error: cannot write the report to {tmp_path}: it is a folder; give a file name"]

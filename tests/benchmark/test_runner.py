@@ -736,3 +736,24 @@ def test_auto_inner_width_is_resolved_per_data_set_in_the_key(data_dir, tmp_path
     paper = {"inner_width": "input"}
     assert runner.variant(old, False, paper) == "" and runner.variant(row, False, paper) == "inner_width=hidden"
     assert [runner.variant(c, False, paper) for c in made if c["model"] == "GP"] == ["", ""]
+
+
+def test_rows_no_run_writes_count_as_damaged(tmp_path):
+    """+inf log densities, a blank data set and a negative split are refused; −inf (a failed fit's, and
+    the paper's "below −1000") and nan stay rows."""
+    results = tmp_path / "r.csv"
+    runner.run_benchmark(fake_configs("a"), results, run=fake_run, log=quiet)
+    header, good = results.read_text().splitlines()[:2]
+    row = dict(zip(header.split(","), next(csv.reader([good]))))
+
+    def line(**changes):
+        return runner.format_row({**runner._parse_row(header.split(","), good.encode()), **changes}).rstrip("\n")
+
+    lines = [line(dataset="b", test_loglik_kde=math.inf), line(dataset="c", test_loglik_mixture=math.inf),
+             line(dataset=""), line(dataset="d", split=-1), line(dataset="e", test_loglik_kde=-math.inf),
+             line(dataset="f", test_loglik_mixture=math.nan)]
+    with open(results, "a") as f:
+        f.write("\n".join(lines) + "\n")
+    loaded = runner.load_results(results)
+    assert row["dataset"] == "a" and [r["dataset"] for r in loaded.rows] == ["a", "e", "f"]
+    assert loaded.damaged == [3, 4, 5, 6]

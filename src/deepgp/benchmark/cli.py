@@ -126,6 +126,10 @@ def _benchmark(args) -> int:
     if above:  # here, not in argparse: the default --iterations is the recipe's
         raise ValueError(f"--snapshots must be below --iterations ({iterations}), got {','.join(map(str, above))}")
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    for option, names in (("--datasets", datasets), ("--models", args.models.split(",")),
+                          ("--methods", args.methods.split(","))):
+        if not any(str(n).strip() for n in names):
+            raise ValueError(f"{option} names nothing (got {getattr(args, option[2:])!r})")
     if datasets == ["all"]:
         datasets = sorted(list_uci(args.data_dir), key=lambda d: find_uci(d, args.data_dir).stat().st_size)
         if not datasets:
@@ -147,9 +151,11 @@ def _benchmark(args) -> int:
 
 
 def _report(args) -> int:
-    from ..storage import write_bytes
+    from ..storage import check_writable, write_bytes
     from .report import against_paper_figure, write_report
 
+    if args.out is not None:
+        check_writable(args.out, "the report")  # a folder or a read-only file: said before any work
     figure = None
     if args.figure is not None:
         from ..plotting import check_figure_path

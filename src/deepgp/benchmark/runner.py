@@ -44,6 +44,7 @@ import hashlib
 import io
 import itertools
 import logging
+import math
 import os
 import platform
 import re
@@ -434,6 +435,9 @@ def _parse_row(header: list[str], line: bytes) -> dict | None:
         for k in METRICS + ("seconds",):
             row[k] = float(row[k])
     except ValueError:
+        return None
+    # no run writes these: a log density of +inf (−inf is a failed fit's), no data set, a negative split
+    if not row["dataset"] or row["split"] < 0 or math.inf in (row["test_loglik_kde"], row["test_loglik_mixture"]):
         return None
     return row
 
