@@ -178,7 +178,7 @@ def run_deepgp(args, overrides: dict, out: Path) -> None:
 
     torch.set_num_threads(args.threads)
     X, Y, Xe, Ye = load_data(args)
-    model_cfg, train_cfg = run_configs(args, overrides)  # (first: a bad --set value stops here, in one line)
+    model_cfg, train_cfg = run_configs(args, overrides)  # (main's run() has refused a bad --set value already)
     # the key holds the values as the settings checked them ("EXP" is "exp")
     overrides = {k: getattr(model_cfg if hasattr(model_cfg, k) else train_cfg, k) for k in overrides}
     key = deepgp_key(args, overrides, model_cfg, len(X))

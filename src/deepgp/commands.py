@@ -18,7 +18,7 @@ import numpy as np
 
 from .cli import HelpFormatter, add_settings, at_least, count, positive_int, seed
 from .config import ModelConfig, TrainConfig, settings_of
-from .storage import check_writable, write_bytes
+from .storage import check_output, write_bytes
 from .tables import choose_inputs, read_csv, select
 
 DEFAULT_QUANTILES = "0.05,0.5,0.95"
@@ -38,14 +38,6 @@ def _levels(text: str) -> list[float]:
     if len(set(q)) != len(q):
         raise ValueError(f"--quantiles names a level twice, got {text!r}")
     return q
-
-
-def _output(path, what: str, inputs=()) -> None:
-    """Check before any work that ``path`` can be written, and is none of the command's own ``inputs``."""
-    check_writable(path, what)
-    for source in inputs:
-        if Path(path).exists() and Path(source).exists() and Path(path).samefile(source):
-            raise ValueError(f"cannot write {what} to {path}: it is the command's own input {source}")
 
 
 def _unique_names(paths) -> list[str]:
@@ -195,7 +187,7 @@ def _demo(args) -> int:
 def _fit(args) -> int:
     from .estimator import DeepGPRegressor
 
-    _output(args.out, "the model", [args.data])  # before training, not after it
+    check_output(args.out, "the model", [args.data])  # before training, not after it
     columns = read_csv(args.data)
     inputs = choose_inputs(columns, args.target, _names(args.inputs))
     X, y = select(columns, inputs), select(columns, [args.target])[:, 0]
@@ -216,7 +208,7 @@ def _fit(args) -> int:
 def _predict(args) -> int:
     levels = _levels(args.quantiles)
     if args.out != "-":
-        _output(args.out, "the predictions", [args.model, args.data])
+        check_output(args.out, "the predictions", [args.model, args.data])
     reg = load_regressor(args.model, args.predict_samples)
     X, _ = _model_data(reg, args.data, need_target=False)
     mean, std = reg.predict(X, return_std=True)
@@ -244,7 +236,7 @@ def _evaluate(args) -> int:
     from .metrics import regressor_metrics
 
     if args.json not in (None, "-"):
-        _output(args.json, "the metrics", [args.model, args.data])
+        check_output(args.json, "the metrics", [args.model, args.data])
     reg = load_regressor(args.model, args.predict_samples)
     X, y = _model_data(reg, args.data, need_target=True)
     metrics = {"model": reg.model, "target": reg.columns_["target"], **regressor_metrics(reg, X, y)}
@@ -276,7 +268,7 @@ def _convert(args) -> int:
     if not args.trust:
         raise ValueError(f"converting {old} unpickles it, which runs any code it holds; "
                          "add --trust if you trust where it came from")
-    _output(args.new, "the converted model", [old])
+    check_output(args.new, "the converted model", [old])
     kind, tree = storage.read_legacy(old)
     obj = DeepGPRegressor.from_tree(tree, old) if kind == storage.REGRESSOR else DeepGP.from_tree(tree, old)
     obj.save(args.new)
@@ -290,7 +282,7 @@ def _figure_output(path, inputs=()) -> None:
 
     check_figure_path(path)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    _output(path, "the figure", inputs)
+    check_output(path, "the figure", inputs)
 
 
 def _load_models(paths) -> dict:

@@ -156,6 +156,16 @@ def check_writable(path, what: str = "the file") -> Path:
     return path
 
 
+def check_output(path, what: str, inputs=()) -> Path:
+    """:func:`check_writable`, and a ValueError if ``path`` is one of ``inputs``, the files the command
+    reads (writing there would replace what it was given). Call before any work."""
+    path = check_writable(path, what)
+    for source in inputs:
+        if source is not None and path.exists() and Path(source).exists() and path.samefile(source):
+            raise ValueError(f"cannot write {what} to {path}: it is the command's own input {source}")
+    return path
+
+
 def _temporary(path: Path) -> Path:
     """A fresh name beside ``path`` for the file that will replace it."""
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")

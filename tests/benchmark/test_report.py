@@ -441,3 +441,6 @@ def test_a_report_it_cannot_write_is_refused_in_one_line_naming_it(tmp_path, cap
     assert main(["report", str(results), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"deepgp report: error: cannot write the report to {tmp_path}: it is a folder; give a file name"]
+    before = results.read_bytes()
+    assert main(["report", str(results), "--out", str(results)]) == 2  # it would replace its own results
+    assert "it is the command's own input" in capsys.readouterr().err and results.read_bytes() == before

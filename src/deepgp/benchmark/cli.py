@@ -151,11 +151,11 @@ def _benchmark(args) -> int:
 
 
 def _report(args) -> int:
-    from ..storage import check_writable, write_bytes
+    from ..storage import check_output, write_bytes
     from .report import against_paper_figure, write_report
 
-    if args.out is not None:
-        check_writable(args.out, "the report")  # a folder or a read-only file: said before any work
+    if args.out is not None:  # a folder, a read-only file or one of the report's inputs: said before any work
+        check_output(args.out, "the report", [args.results, args.paper, args.shapiro])
     figure = None
     if args.figure is not None:
         from ..plotting import check_figure_path
