@@ -3,6 +3,7 @@ the CPU (the body runs without a graph, the same code a CUDA graph records), and
 there is one."""
 
 import logging
+from functools import partial
 
 import numpy as np
 import pytest
@@ -62,8 +63,7 @@ def step_of(spec, method, natural=("final",)):
     model = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=10, seed=0)
     X, Y = torch.as_tensor(x), torch.as_tensor(y)
     model.num_data = X.shape[0]
-    objective = ((lambda m, a, b: objectives.elbo_iw(m, a, b, 3)) if method == "iw"
-                 else (lambda m, a, b: objectives.elbo_vi(m, a, b, 3)))
+    objective = partial(objectives.elbo_iw if method == "iw" else objectives.elbo_vi, num_samples=3)
     layers = [model.final_layer if n == "final" else model.layers[n] for n in natural]
     skip = {id(p) for layer in layers for p in (layer.q_mu, layer.q_sqrt)}
     adam = training._adam([p for p in model.parameters() if id(p) not in skip], 0.01)

@@ -2,9 +2,10 @@ import pytest
 import torch
 
 from deepgp.linalg import (
+    PLAIN,
     CholeskyError,
+    Numerics,
     cholesky,
-    float32_products,
     gram,
     gram_plain,
     inverse_cholesky,
@@ -125,8 +126,7 @@ def test_marginal_moments_match_the_plain_formula_with_gradients():
 def test_float32_products_match_the_plain_formula_to_float32_rounding():
     # M = 128 as in training; the products are float32, everything around them float64
     def fast(Lz_inv, K, R, m):
-        with float32_products():
-            return marginal_moments(Lz_inv, K, R.tril(), m)
+        return marginal_moments(Lz_inv, K, R.tril(), m, products_dtype=torch.float32)
 
     def plain(Lz_inv, K, R, m):
         return marginal_moments_plain(Lz_inv, K, R.tril(), m)
@@ -153,25 +153,45 @@ def test_float32_products_err_relative_to_the_variance_they_add():
     R = 1e-5 * torch.diag(torch.linspace(0.5, 2, 128, dtype=torch.float64)).expand(2, 128, 128)
     norm_a2 = (Lz_inv @ K).square().sum(0).unsqueeze(-1)
     added = marginal_moments_plain(Lz_inv, K, R, m)[1] + norm_a2
-    with float32_products():
-        added_low = marginal_moments(Lz_inv, K, R, m)[1] + norm_a2
+    added_low = marginal_moments(Lz_inv, K, R, m, torch.float32)[1] + norm_a2
     assert added.min() > 0
     torch.testing.assert_close(added_low, added, rtol=1e-5, atol=0.0)
 
 
-def test_float32_products_leave_float32_inputs_and_the_outside_untouched():
+def test_float32_products_leave_float32_inputs_untouched_and_only_narrow():
     inputs = [t.detach() for t in _moment_inputs(16, L=2, n=9)]
     inputs[2] = inputs[2].tril()
     exact = marginal_moments(*inputs)
-    with pytest.raises(KeyError), float32_products():
-        raise KeyError  # the block ends (and restores float64) however it is left
-    assert all(torch.equal(a, b) for a, b in zip(marginal_moments(*inputs), exact))
     single = [t.float() for t in inputs]
-    with float32_products():
-        inside = marginal_moments(*single)
-    assert all(torch.equal(a, b) for a, b in zip(inside, marginal_moments(*single)))
-    with float32_products(), float32_products(enabled=False):  # the innermost block decides
-        assert all(torch.equal(a, b) for a, b in zip(marginal_moments(*inputs), exact))
+    low = marginal_moments(*single, products_dtype=torch.float32)
+    assert all(torch.equal(a, b) for a, b in zip(low, marginal_moments(*single)))
+    # a products dtype wider than the inputs' is theirs, as is none
+    assert all(torch.equal(a, b) for a, b in zip(marginal_moments(*single, torch.float64), low))
+    assert all(torch.equal(a, b) for a, b in zip(marginal_moments(*inputs, None), exact))
+    assert not torch.equal(marginal_moments(*inputs, torch.float32)[1], exact[1])
+    assert Numerics(torch.float32).products_for(torch.float64) == torch.float32
+    assert Numerics(torch.float32).products_for(torch.float32) == torch.float32
+    assert Numerics(torch.float64).products_for(torch.float32) == torch.float32
+    assert PLAIN.products_for(torch.float64) == torch.float64
+
+
+def test_a_deferred_cholesky_flags_its_failure_on_the_device_instead_of_retrying():
+    flag = torch.zeros((), dtype=torch.bool)
+    numerics = Numerics(torch.float32).deferring(flag)
+    assert numerics.deferred is flag and numerics.products_dtype == torch.float32 and PLAIN.deferred is None
+    good = torch.eye(3, dtype=torch.float64)
+    torch.testing.assert_close(cholesky(good, deferred=flag), torch.eye(3, dtype=torch.float64) * (1 + 1e-6) ** 0.5)
+    assert not bool(flag)
+    # not positive definite until a jitter of 1e-5: retried to success without a flag, one failed attempt with one
+    A = torch.tensor([[1.0, 1.0], [1.0, 1.0 - 1e-5]], dtype=torch.float64)
+    assert torch.isfinite(cholesky(A)).all()
+    cholesky(A, deferred=flag)
+    assert bool(flag)
+    cholesky(good, deferred=flag)  # a later success does not clear it: the flag ORs over a step
+    assert bool(flag)
+    flag.zero_()
+    inverse_cholesky(A, deferred=flag)
+    assert bool(flag)
 
 
 def test_joint_moments_match_the_plain_formula_with_gradients():

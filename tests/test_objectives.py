@@ -198,9 +198,8 @@ def test_dreg_changes_only_the_encoders_gradient_into_its_formula(inner_sampling
         torch.testing.assert_close(g1[n], g0[n], rtol=1e-12, atol=1e-14)
     assert all(not torch.allclose(g1[n], g0[n]) for n in encoder)
     # Σ_k w̃_k² ∂ℓ^k/∂w^k ∂w^k/∂φ, written out (log q at constant a, b; ℓ^k depends on w^k alone)
-    latents = []
     with seeded(3):
-        mean, var, log_ratio, _ = model.propagate(X, Y, 5, inner_sampling, latents=latents)
+        mean, var, log_ratio, _, latents = model.propagate_posterior(X, Y, 5, inner_sampling, stop_q=True)
     ell = model.likelihood.variational_expectation(Y.unsqueeze(1), mean, var) + log_ratio  # [B, K]
     (w,) = latents
     (dl_dw,) = torch.autograd.grad(ell.sum(), w, retain_graph=True)

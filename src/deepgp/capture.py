@@ -8,7 +8,7 @@ on fixed buffers (the minibatch indices, γ, the learning rate) that the host re
 replays, and it can take no decision on the host. The two decisions of the eager step become
 flags on the device, read once after each replay with the bound:
 
-* a Cholesky factor that failed at its first jitter (:func:`deepgp.linalg.deferred_checks`): the
+* a Cholesky factor that failed at its first jitter (:attr:`deepgp.linalg.Numerics.deferred`): the
   state from before the step is put back (the step copies it aside first) and the step is redone
   eagerly, where the jitter retries happen — a failed step is never kept;
 * a natural-gradient step that was not positive definite at γ
@@ -27,7 +27,7 @@ import contextlib
 
 import torch
 
-from .linalg import deferred_checks
+from .linalg import PLAIN, Numerics
 from .natgrad import natgrad_step_q_deferred
 
 # eager runs of the body on a side stream before capture (CUDA's libraries create their handles
@@ -48,20 +48,21 @@ class CapturedStep:
         model: the DeepGP being trained.
         X: its (checked) training inputs [N, D], on the model's device.
         Y: its training targets [N, D_y].
-        objective: ``objective(model, xb, yb)`` → the bound (a scalar tensor).
+        objective: ``objective(model, xb, yb, numerics=...)`` → the bound (a scalar tensor).
         adam: the optimiser of every parameter but the q(v) of the ``natural`` layers (made by
             :func:`capturable_adam` when ``graph``).
         natural: the GP layers whose q(v) takes the natural-gradient step (the final one first;
             empty: Adam trains every q(v)).
         batch_size: B, the length of every minibatch.
         graph: record a CUDA graph after :data:`WARMUP` eager runs (CUDA only).
+        numerics: how the bound computes; its Cholesky failures are flagged on the device here.
 
     :meth:`run` returns ``(bound, cholesky_failed, natgrad_failed)`` as Python values — the last a
     list, one flag per ``natural`` layer: the one host read of an iteration.
     """
 
     def __init__(self, model, X: torch.Tensor, Y: torch.Tensor, objective, adam: torch.optim.Adam,
-                 natural: list, batch_size: int, graph: bool):
+                 natural: list, batch_size: int, graph: bool, numerics: Numerics = PLAIN):
         if graph and X.device.type != "cuda":
             raise ValueError(f"a CUDA graph needs the model on a GPU, not {X.device}")
         self.model, self.X, self.Y, self.objective, self.adam = model, X, Y, objective, adam
@@ -71,6 +72,7 @@ class CapturedStep:
         self.gamma = torch.zeros((), dtype=torch.float64, device=device)
         self.lr = torch.zeros((), dtype=torch.float64, device=device)
         self.cholesky_failed = torch.zeros((), dtype=torch.bool, device=device)
+        self.numerics = numerics.deferring(self.cholesky_failed)
         self.out: torch.Tensor | None = None  # [2 + len(natural)]: bound, cholesky failed, natgrad failed
         self.grads: list[tuple[torch.Tensor, torch.Tensor]] = []  # each natural layer's ∂(−F)/∂(m, R)
         self.written: list[torch.Tensor | None] = []
@@ -102,9 +104,8 @@ class CapturedStep:
         for layer in self.natural:  # (outside Adam: cleared here)
             layer.q_mu.grad = layer.q_sqrt.grad = None
         xb, yb = self.X[self.idx], self.Y[self.idx]
-        with deferred_checks(self.cholesky_failed):
-            bound = self.objective(self.model, xb, yb)
-            (-bound).backward()
+        bound = self.objective(self.model, xb, yb, numerics=self.numerics)  # Cholesky failures: flagged
+        (-bound).backward()
         self.adam.step()
         # the gradients this body wrote (a replay rewrites the recorded ones): kept for the host's
         # halving, and so that the graph's buffers stay referenced after an eager redo replaces .grad

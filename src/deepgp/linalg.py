@@ -10,7 +10,7 @@ to gain: docs/paper-vs-code.md §6 and benchmarks/README.md.
 from __future__ import annotations
 
 import contextlib
-import contextvars
+import dataclasses
 
 import torch
 
@@ -22,25 +22,40 @@ class CholeskyError(RuntimeError):
     """A Cholesky factorisation failed even after adding the largest allowed jitter."""
 
 
-# The flag of the innermost :func:`deferred_checks` block (None outside one).
-_deferred_flag: torch.Tensor | None = None
+@dataclasses.dataclass(frozen=True)
+class Numerics:
+    """How the bound is computed while :func:`deepgp.fit` steps on it, passed down explicitly from the
+    objective through the model and its layers to this module's functions (the default: as written).
 
-
-@contextlib.contextmanager
-def deferred_checks(flag: torch.Tensor):
-    """Inside this block :func:`cholesky` never reads a result on the host: it makes one attempt at
-    its first jitter and, where any factor failed, sets ``flag`` (a bool tensor [], on the device).
-
-    For a captured GPU step (deepgp.capture), whose arithmetic must not wait on the device: the
-    caller reads ``flag`` after the step and redoes the step eagerly, where the jitter retries
-    happen, instead of keeping it. A failed factor holds NaNs; nothing computed from it is kept.
+    Args:
+        products_dtype: the dtype of the marginal conditionals' products R_lᵀA and their backward
+            (:func:`marginal_moments`) for inputs of a wider dtype; None: the inputs' own. fit uses
+            float32 (:func:`deepgp.runtime.training_numerics`).
+        deferred: a bool tensor [] on the device, for a step that must not wait on it (a captured GPU
+            step, :mod:`deepgp.capture`): :func:`cholesky` then makes one attempt at its first jitter
+            and ORs any failure into this flag, never reading a result on the host; the caller reads
+            the flag after the step and redoes the step eagerly, where the jitter retries happen. A
+            failed factor holds NaNs; nothing computed from it is kept. None: decide on the host.
     """
-    global _deferred_flag
-    outer, _deferred_flag = _deferred_flag, flag
-    try:
-        yield flag
-    finally:
-        _deferred_flag = outer
+
+    products_dtype: torch.dtype | None = None
+    deferred: torch.Tensor | None = dataclasses.field(default=None, compare=False)
+
+    def deferring(self, flag: torch.Tensor) -> Numerics:
+        """These numerics with Cholesky failures flagged in ``flag`` (a bool tensor []) instead of retried."""
+        return dataclasses.replace(self, deferred=flag)
+
+    def products_for(self, dtype: torch.dtype) -> torch.dtype:
+        """The dtype of the R_lᵀA products for inputs of ``dtype``: ``products_dtype`` if narrower, else ``dtype``."""
+        return _narrower(self.products_dtype, dtype)
+
+
+def _narrower(low: torch.dtype | None, dtype: torch.dtype) -> torch.dtype:
+    return dtype if low is None or dtype.itemsize <= low.itemsize else low
+
+
+# how the library computes unless told otherwise: the inputs' dtype throughout, decided on the host
+PLAIN = Numerics()
 
 
 def cholesky(
@@ -48,21 +63,23 @@ def cholesky(
     jitter: float = DEFAULT_JITTER,
     max_jitter: float = MAX_JITTER,
     where: str = "a covariance",
+    deferred: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Lower Cholesky factor of ``A + jitter * I`` for a (batch of) symmetric matrices [..., n, n].
 
     ``jitter`` is added first; if any matrix of the batch is still not positive definite the
     jitter grows tenfold (up to ``max_jitter``) and only the failed matrices are retried, so
     one bad block does not perturb the others. Raises :class:`CholeskyError` naming ``where``
-    when all fail. Inside :func:`deferred_checks`: one attempt, a failure flagged on the device.
+    when all fail. With a ``deferred`` flag (:attr:`Numerics.deferred`): one attempt, a failure
+    ORed into the flag on the device.
     """
     if not jitter >= 0.0:
         raise ValueError(f"jitter must be >= 0, got {jitter}")
     n = A.shape[-1]
     eye = torch.eye(n, dtype=A.dtype, device=A.device)
     L, info = torch.linalg.cholesky_ex(A + jitter * eye)
-    if _deferred_flag is not None:  # no host read: flag the failure, the caller redoes the step
-        _deferred_flag.logical_or_(info.ne(0).any())
+    if deferred is not None:  # no host read: flag the failure, the caller redoes the step
+        deferred.logical_or_(info.ne(0).any())
         return L
     if not bool(torch.any(info)):
         return L
@@ -119,8 +136,8 @@ class _InverseCholesky(torch.autograd.Function):
     # ∂f/∂A = −Tᵀ Φ(ḠTᵀ) T, symmetrised: three M×M GEMMs where autograd's chain through cholesky
     # and solve_triangular takes triangular solves and more passes (docs/paper-vs-code.md §6.3)
     @staticmethod
-    def forward(ctx, A, jitter, where):
-        L = cholesky(A, jitter, where=where)
+    def forward(ctx, A, jitter, where, deferred):
+        L = cholesky(A, jitter, where=where, deferred=deferred)
         eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
         T = torch.linalg.solve_triangular(L, eye, upper=False)
         ctx.save_for_backward(T)
@@ -133,19 +150,19 @@ class _InverseCholesky(torch.autograd.Function):
         phi = (grad @ T.mT).tril_()
         phi.diagonal(dim1=-2, dim2=-1).mul_(0.5)
         B = T.mT @ phi @ T
-        return -0.5 * (B + B.mT), None, None
+        return -0.5 * (B + B.mT), None, None, None
 
 
 def inverse_cholesky(
-    A: torch.Tensor, jitter: float = DEFAULT_JITTER, where: str = "a covariance"
+    A: torch.Tensor, jitter: float = DEFAULT_JITTER, where: str = "a covariance", deferred: torch.Tensor | None = None
 ) -> torch.Tensor:
     """L⁻¹ [..., n, n] (lower-triangular) for L the Cholesky factor of ``A + jitter * I``.
 
-    The factorisation retries with more jitter exactly as :func:`cholesky`. Differentiable in A
-    (a symmetric matrix: the gradient returned is symmetric), not twice. The same values as
-    :func:`inverse_cholesky_plain`; a backward of three GEMMs instead of autograd's.
+    The factorisation retries with more jitter (or flags a failure in ``deferred``) exactly as
+    :func:`cholesky`. Differentiable in A (a symmetric matrix: the gradient returned is symmetric),
+    not twice. The same values as :func:`inverse_cholesky_plain`; a backward of three GEMMs instead of autograd's.
     """
-    return _InverseCholesky.apply(A, jitter, where)
+    return _InverseCholesky.apply(A, jitter, where, deferred)
 
 
 def inverse_cholesky_plain(
@@ -213,28 +230,6 @@ def gram_plain(A: torch.Tensor) -> torch.Tensor:
     return A @ A.mT
 
 
-# The dtype of the R_lᵀA products while a :func:`float32_products` block runs (None outside one).
-_products_dtype: contextvars.ContextVar = contextvars.ContextVar("deepgp_products_dtype", default=None)
-
-
-@contextlib.contextmanager
-def float32_products(enabled: bool = True):
-    """Inside this block :func:`marginal_moments` computes the products R_lᵀA, and their backward,
-    in float32 for float64 inputs (a no-op for float32 ones); everything else stays in the inputs' dtype.
-
-    ‖R_lᵀa‖² is a sum of squares, so its float32 rounding is relative to itself (about 10⁻⁶ at M = 128),
-    and it is a nonnegative part of the variance k(h, h) − ‖a‖² + ‖R_lᵀa‖², whose cancelling terms stay
-    float64: the variance is off by at most that relative amount. :func:`deepgp.fit` runs each step's
-    bound in this block (:func:`deepgp.runtime.training_products`); a prediction or a bound evaluated
-    outside it is computed in the model's dtype throughout.
-    """
-    token = _products_dtype.set(torch.float32 if enabled else None)
-    try:
-        yield
-    finally:
-        _products_dtype.reset(token)
-
-
 class _MarginalMoments(torch.autograd.Function):
     """:func:`marginal_moments`. R_lᵀA is a triangular product, computed on 2×2 blocks (h = M // 2):
 
@@ -246,7 +241,7 @@ class _MarginalMoments(torch.autograd.Function):
     FLOPs at training's batch sizes. The backward writes the gradients of A and R_lᵀA into contiguous
     buffers, where autograd's graph concatenates the split's gradients and adds the square,
     expand and multiply passes of each norm (docs/paper-vs-code.md §6.3, commits 1257cbd, 3164b7a).
-    ``low``: the dtype of the R_lᵀA products, forward and backward (:func:`float32_products`); the
+    ``low``: the dtype of the R_lᵀA products, forward and backward (:meth:`Numerics.products_for`); the
     casts are no-ops where it is the inputs' own.
     """
 
@@ -292,7 +287,7 @@ class _MarginalMoments(torch.autograd.Function):
 
 
 def marginal_moments(
-    Lz_inv: torch.Tensor, K: torch.Tensor, R: torch.Tensor, m: torch.Tensor
+    Lz_inv: torch.Tensor, K: torch.Tensor, R: torch.Tensor, m: torch.Tensor, products_dtype: torch.dtype | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The marginal conditional's moments less the prior variance: with A = Lz⁻¹K,
     mean = Aᵀm [n, L] and ‖R_lᵀa_n‖² − ‖a_n‖² [n, L] (a_n: the n-th column of A).
@@ -301,12 +296,15 @@ def marginal_moments(
     :func:`marginal_moments_plain`, with a triangular block product and a hand-written backward.
     The block R_l[:M // 2, M // 2:] is never read (the result is R_lᵀA when it is zero, as for any
     lower-triangular R) and its gradient is returned as zero: pass R as ``tril(...)`` (as
-    ``GPLayer.q`` does), whose backward drops the strict upper triangle's gradient. Inside a
-    :func:`float32_products` block the R_lᵀA products of float64 inputs are float32.
+    ``GPLayer.q`` does), whose backward drops the strict upper triangle's gradient.
+
+    ``products_dtype`` (:attr:`Numerics.products_dtype`): the dtype of the R_lᵀA products, forward and
+    backward, where it is narrower than the inputs'. ‖R_lᵀa‖² is a sum of squares, so its float32 rounding
+    is relative to itself (about 10⁻⁶ at M = 128), and it is a nonnegative part of the variance
+    k(h, h) − ‖a‖² + ‖R_lᵀa‖², whose cancelling terms stay in the inputs' dtype: the variance is off by at
+    most that relative amount.
     """
-    low = _products_dtype.get()
-    low = m.dtype if low is None or m.dtype.itemsize <= low.itemsize else low
-    return _MarginalMoments.apply(Lz_inv, K, R, m, low)
+    return _MarginalMoments.apply(Lz_inv, K, R, m, _narrower(products_dtype, m.dtype))
 
 
 def marginal_moments_plain(

@@ -6,6 +6,7 @@ The model string is the paper's notation, e.g. ``"LV-GP-GP"``; see :func:`parse_
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import scipy.cluster.vq
@@ -13,12 +14,12 @@ import torch
 from torch import nn
 
 from . import objectives, prediction, storage
-from .config import ModelConfig, parse_spec
+from .config import INNER_SAMPLING, ModelConfig, parse_spec
 from .encoders import STD_OFFSETS
 from .kernels import make_kernel
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
-from .linalg import seeded
+from .linalg import PLAIN, Numerics, seeded
 from .validation import (
     as_matrix,
     as_xy,
@@ -30,6 +31,23 @@ from .validation import (
 )
 
 MODES = ("joint", "independent", "batch", "predict")
+
+
+class Marginals(NamedTuple):
+    """The final layer's marginals for a training batch X [B, D] under w ~ q (:meth:`DeepGP.propagate_posterior`)."""
+
+    mean: torch.Tensor  # [B, K, D_y]
+    var: torch.Tensor  # [B, K, D_y], without the likelihood's σ²
+    log_ratio: torch.Tensor  # Σ_LV log p(w) − log q(w) per sample [B, K] (zeros without LV layers)
+    kl_w: torch.Tensor  # the analytic Σ_LV KL(q(w_n) ‖ p(w_n)) per point [B]
+    latents: tuple[torch.Tensor, ...]  # each LV layer's w [B, K, d_w], in order
+
+
+class Predictive(NamedTuple):
+    """The final layer's moments for test inputs X [B, D] under w ~ p (:meth:`DeepGP.propagate_prior`)."""
+
+    mean: torch.Tensor  # [K, B, D_y]
+    var: torch.Tensor  # [K, B, D_y], without the likelihood's σ²
 
 
 def initial_inducing(X: np.ndarray, num_inducing: int, rng: np.random.Generator) -> np.ndarray:
@@ -310,67 +328,86 @@ class DeepGP(nn.Module):
         return as_xy(X, Y, self.dtype, self.device, self.input_dim, self.output_dim)
 
     # -- propagation --------------------------------------------------------------------------
-    def propagate(self, X: torch.Tensor, Y: torch.Tensor | None, num_samples: int, mode: str,
-                  latents: list | None = None):
-        """Push a batch through every layer but the last; return the final layer's marginals.
+    def propagate_posterior(self, X: torch.Tensor, Y: torch.Tensor, num_samples: int,
+                            sampling: str = "independent", *, numerics: Numerics = PLAIN,
+                            stop_q: bool = False) -> Marginals:
+        """Push a batch through every layer but the last with w ~ q(w | x, y); the final layer's marginals.
 
-        Modes (X [B, D], Y [B, D_y]; K = num_samples):
-          * ``"joint"``: the K samples of a point share one draw of every inner GP (the paper's
-            IW bound); before the first LV layer the K inputs are identical, so one draw per
-            point is made and broadcast.
-          * ``"independent"``: every (point, sample) pair gets its own draw (VI; the released
-            code's IW).
+        X [B, D], Y [B, D_y], K = num_samples; ``sampling`` (:data:`~deepgp.config.INNER_SAMPLING`) says
+        how the inner GPs are drawn across a point's K samples:
+          * ``"independent"``: every (point, sample) pair gets its own draw (VI; the released code's IW).
+          * ``"joint"``: the K samples of a point share one draw of every inner GP (the paper's IW
+            bound); before the first LV layer the K inputs are identical, so one draw per point is
+            made and broadcast.
           * ``"batch"``: sample k of every point of the batch sees the same inducing draw of each
             inner layer, with its own residual (exact marginals): a point's K samples are drawn as in
             ``"independent"`` (the same expectation of any per-point term); the points of the batch
             are correlated through the K shared draws, and the O(L·M²) work is done K times per
             batch rather than B·K times.
-          * ``"predict"``: w from the prior; K predictive samples per test point, marginal draws.
 
-        Returns mean and var [B, K, D_y] (``predict``: [K, B, D_y]), the log density ratio
-        Σ_LV log p(w) − log q(w) [B, K] and the analytic Σ_LV KL(q(w_n) ‖ p(w_n)) [B] (zeros
-        without LV layers, and in ``predict`` mode). ``latents``: a list that receives each LV layer's
-        w [B, K, d_w], whose log q(w) is then taken with q's parameters held constant (DReG's estimator).
+        ``stop_q``: each log q(w) is taken with q's parameters held constant (DReG's estimator: the
+        encoders' gradient reaches the ratio through w alone). ``numerics``: how the layers' linear
+        algebra computes (:class:`~deepgp.linalg.Numerics`).
         """
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if sampling not in INNER_SAMPLING:
+            raise ValueError(f"sampling must be one of {INNER_SAMPLING}, got {sampling!r}")
         B, D = X.shape
         K = num_samples
-        # sample-major [K, B, ·]: the groups are the sample indices, whose points share one inducing draw
-        sample_major = mode in ("predict", "batch")
+        # "batch" is sample-major [K, B, ·]: the groups are the sample indices, whose points share one inducing draw
+        sample_major = sampling == "batch"
         if sample_major:
             H = X.unsqueeze(0).expand(K, B, D)
-        elif mode == "joint":
+        elif sampling == "joint":
             H = X.unsqueeze(1)
         else:
             H = X.unsqueeze(1).expand(B, K, D)
         log_ratio = X.new_zeros(B, K)
         kl_w = X.new_zeros(B)
+        latents = []
         for layer in self.layers[:-1]:
             if isinstance(layer, LatentVariableLayer):
-                if mode == "predict":
-                    w = layer.sample_prior((K, B), X)
-                else:
-                    mean_w, std_w = layer.posterior(X, Y)
-                    w, ratio = layer.sample_posterior(mean_w, std_w, K, stop_q=latents is not None)
-                    if latents is not None:
-                        latents.append(w)
-                    log_ratio = log_ratio + ratio
-                    kl_w = kl_w + layer.kl(mean_w, std_w)
-                    if sample_major:
-                        w = w.transpose(0, 1)  # [B, K, d_w] → [K, B, d_w]
-                H = layer(H, w)
-            elif mode == "independent":
+                mean_w, std_w = layer.posterior(X, Y)
+                w, ratio = layer.sample_posterior(mean_w, std_w, K, stop_q=stop_q)
+                latents.append(w)
+                log_ratio = log_ratio + ratio
+                kl_w = kl_w + layer.kl(mean_w, std_w)
+                H = layer(H, w.transpose(0, 1) if sample_major else w)  # [B, K, d_w] → [K, B, d_w]
+            elif sampling == "independent":
                 G, P, _ = H.shape
-                H = layer(H.reshape(G * P, 1, -1)).reshape(G, P, -1)
+                H = layer(H.reshape(G * P, 1, -1), numerics=numerics).reshape(G, P, -1)
             else:
-                H = layer(H, full_cov=(mode == "joint"))
-        mean, var = self.final_layer.conditional(H)
-        if mode == "batch":
+                H = layer(H, full_cov=(sampling == "joint"), numerics=numerics)
+        mean, var = self.final_layer.conditional(H, numerics=numerics)
+        if sample_major:
             mean, var = mean.transpose(0, 1), var.transpose(0, 1)  # → [B, K, D_y]
-        if mode == "joint" and mean.shape[1] != K:  # no LV layer: every sample is the same draw
+        if sampling == "joint" and mean.shape[1] != K:  # no LV layer: every sample is the same draw
             mean, var = mean.expand(B, K, -1), var.expand(B, K, -1)
-        return mean, var, log_ratio, kl_w
+        return Marginals(mean, var, log_ratio, kl_w, tuple(latents))
+
+    def propagate_prior(self, X: torch.Tensor, num_samples: int, *, numerics: Numerics = PLAIN) -> Predictive:
+        """Push test inputs X [B, D] through every layer but the last with w from the prior, K = num_samples
+        predictive samples per point, marginal draws (sample-major: sample k of every point shares one
+        inducing draw of each inner layer); the final layer's moments [K, B, D_y]."""
+        B, D = X.shape
+        K = num_samples
+        H = X.unsqueeze(0).expand(K, B, D)
+        for layer in self.layers[:-1]:
+            if isinstance(layer, LatentVariableLayer):
+                H = layer(H, layer.sample_prior((K, B), X))
+            else:
+                H = layer(H, numerics=numerics)
+        return Predictive(*self.final_layer.conditional(H, numerics=numerics))
+
+    def propagate(self, X: torch.Tensor, Y: torch.Tensor | None, num_samples: int, mode: str):
+        """:meth:`propagate_prior` (``mode="predict"``) or :meth:`propagate_posterior` (``mode`` its
+        ``sampling``) as one tuple: mean and var [B, K, D_y] (``predict``: [K, B, D_y]), the log density
+        ratio Σ_LV log p(w) − log q(w) [B, K] and Σ_LV KL(q(w_n) ‖ p(w_n)) [B] (zeros in ``predict``)."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if mode == "predict":
+            B, K = X.shape[0], num_samples
+            return (*self.propagate_prior(X, K), X.new_zeros(B, K), X.new_zeros(B))
+        return tuple(self.propagate_posterior(X, Y, num_samples, mode)[:4])
 
     # -- objectives ---------------------------------------------------------------------------
     def elbo(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "independent",

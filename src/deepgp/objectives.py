@@ -2,7 +2,8 @@
 bound of the paper's eq. 11 with ``inner_sampling="joint"``; the default per-sample inner draws are
 the released code's estimate, docs/mathematics.md §8.2).
 
-Both take a DeepGP, a checked batch X [B, D], Y [B, D_y] and return a scalar tensor.
+Both take a DeepGP, a checked batch X [B, D], Y [B, D_y] and return a scalar tensor; ``numerics``
+(:class:`~deepgp.linalg.Numerics`) says how the model's linear algebra computes (fit passes its own).
 """
 
 from __future__ import annotations
@@ -12,18 +13,20 @@ import math
 import torch
 
 from .config import INNER_SAMPLING
+from .linalg import PLAIN, Numerics
 
 
-def elbo_vi(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 1) -> torch.Tensor:
+def elbo_vi(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 1, *,
+            numerics: Numerics = PLAIN) -> torch.Tensor:
     """The VI bound (paper eqs. 3–4; docs/mathematics.md §7):
 
         (N/B) Σ_n [ mean_s E_q(f) log p(y_n | f(h_n^s)) − KL(q(w_n) ‖ p(w_n)) ] − Σ_layers KL(q(v) ‖ p(v)),
 
     with S = num_samples independent draws through every layer but the last.
     """
-    mean, var, _, kl_w = model.propagate(X, Y, num_samples, mode="independent")
-    ell = model.likelihood.variational_expectation(Y.unsqueeze(1), mean, var)  # [B, S]
-    data = (ell.mean(1) - kl_w).sum()
+    out = model.propagate_posterior(X, Y, num_samples, "independent", numerics=numerics)
+    ell = model.likelihood.variational_expectation(Y.unsqueeze(1), out.mean, out.var)  # [B, S]
+    data = (ell.mean(1) - out.kl_w).sum()
     return (model.num_data / X.shape[0]) * data - model.kl()
 
 
@@ -42,7 +45,7 @@ def check_dreg(inner_sampling: str) -> None:
 
 
 def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5,
-            inner_sampling: str = "independent", dreg: bool = False) -> torch.Tensor:
+            inner_sampling: str = "independent", dreg: bool = False, *, numerics: Numerics = PLAIN) -> torch.Tensor:
     """The importance-weighted bound (paper eq. 11; docs/mathematics.md §8):
 
         (N/B) Σ_n [ logsumexp_k ℓ_n^k − log K ] − Σ_layers KL(q(v) ‖ p(v)),
@@ -69,16 +72,15 @@ def elbo_iw(model, X: torch.Tensor, Y: torch.Tensor, num_samples: int = 5,
     """
     check_inner_sampling(inner_sampling)
     if not model.has_latent:
-        return elbo_vi(model, X, Y, num_samples)
+        return elbo_vi(model, X, Y, num_samples, numerics=numerics)
     if dreg:
         check_dreg(inner_sampling)
-    latents = [] if dreg else None
-    mean, var, log_ratio, _ = model.propagate(X, Y, num_samples, mode=inner_sampling, latents=latents)
-    ell = model.likelihood.variational_expectation(Y.unsqueeze(1), mean, var) + log_ratio  # [B, K]
-    if latents:
+    out = model.propagate_posterior(X, Y, num_samples, inner_sampling, numerics=numerics, stop_q=dreg)
+    ell = model.likelihood.variational_expectation(Y.unsqueeze(1), out.mean, out.var) + out.log_ratio  # [B, K]
+    if dreg:
         # the gradient reaching w^k from logsumexp is w̃_k ∂ℓ^k/∂w^k: one more factor w̃_k makes it DReG's
         weights = torch.softmax(ell.detach(), dim=1).unsqueeze(-1)  # [B, K, 1]
-        for w in latents:
+        for w in out.latents:
             if w.requires_grad:
                 w.register_hook(lambda grad: grad * weights)
     data = (torch.logsumexp(ell, dim=1) - math.log(num_samples)).sum()

@@ -12,22 +12,22 @@ result, is the same either way.
 Opt-out: set the environment variable ``DEEPGP_SETTLE_HEAP=0`` (or ``false``, ``no``, ``off``);
 it is read at each call.
 
-:func:`training_products` (applied by :func:`deepgp.fit` to the bound it steps on): in float64
-models, the products R_lᵀA of the marginal conditionals, the largest GEMMs of a step, run in float32
-(:func:`deepgp.linalg.float32_products`). Each variance is then off by about 10⁻⁶ of itself, far
-below the Monte Carlo noise of the bound being stepped on; an LV-GP-GP step takes about 0.75× the
-time on the CPU (benchmarks/README.md, step_time.py). Predictions, and bounds evaluated outside
-``fit``, are float64 throughout. Opt-out: ``DEEPGP_FLOAT32_PRODUCTS=0`` (read when ``fit`` starts).
+:func:`training_numerics` (made by :func:`deepgp.fit` when it starts, and passed down to the bound
+it steps on): in float64 models, the products R_lᵀA of the marginal conditionals, the largest GEMMs
+of a step, run in float32 (:attr:`deepgp.linalg.Numerics.products_dtype`). Each variance is then off
+by about 10⁻⁶ of itself, far below the Monte Carlo noise of the bound being stepped on; an
+LV-GP-GP step takes about 0.75× the time on the CPU (benchmarks/README.md, step_time.py).
+Predictions, and bounds evaluated outside ``fit``, are float64 throughout. Opt-out:
+``DEEPGP_FLOAT32_PRODUCTS=0`` (read when ``fit`` starts).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
 
-from .linalg import float32_products
+from .linalg import Numerics
 
 # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: the largest block it serves by mmap of its own accord
 GLIBC_MMAP_THRESHOLD_MAX = 32 << 20
@@ -51,22 +51,15 @@ def settle_heap(device: torch.device | str) -> bool:
     return True
 
 
-def training_products(objective):
-    """``objective`` (a bound: model, X, Y → scalar) computed inside :func:`~deepgp.linalg.float32_products`,
-    or ``objective`` itself where ``DEEPGP_FLOAT32_PRODUCTS`` is ``0``/``false``/``no``/``off``."""
-    if not float32_products_enabled():
-        return objective
-
-    @functools.wraps(objective)
-    def bound(*args, **kwargs):
-        with float32_products():
-            return objective(*args, **kwargs)
-
-    return bound
+def training_numerics() -> Numerics:
+    """The numerics :func:`deepgp.fit` steps with: the R_lᵀA products in float32 (for float64 models; float32
+    ones compute in float32 throughout), or in the model's dtype where ``DEEPGP_FLOAT32_PRODUCTS`` is
+    ``0``/``false``/``no``/``off`` (read at this call)."""
+    return Numerics(products_dtype=torch.float32 if float32_products_enabled() else None)
 
 
 def float32_products_enabled() -> bool:
-    """Whether :func:`training_products` applies the float32 products (``DEEPGP_FLOAT32_PRODUCTS`` not off)."""
+    """Whether :func:`training_numerics` has the float32 products (``DEEPGP_FLOAT32_PRODUCTS`` not off)."""
     return not opted_out(FLOAT32_PRODUCTS_ENV)
 
 
@@ -74,7 +67,7 @@ def training_products_dtype(dtype: torch.dtype) -> str:
     """The dtype, as text, in which :func:`deepgp.fit` computes the R_lᵀA products of a model of ``dtype``
     in this process: "float32" for float32 models and, unless opted out, for float64 ones (what a results
     row records beside the versions it was computed with)."""
-    return "float32" if dtype == torch.float32 or float32_products_enabled() else "float64"
+    return str(training_numerics().products_for(dtype)).removeprefix("torch.")
 
 
 def opted_out(variable: str) -> bool:

@@ -27,7 +27,7 @@ from .config import ModelConfig, TrainConfig, gamma_at
 from .linalg import seeded
 from .model import check_parameters
 from .natgrad import NaturalGradientError, natgrad_step_q
-from .runtime import opted_out, settle_heap, training_products
+from .runtime import opted_out, settle_heap, training_numerics
 from .validation import as_xy, check_magnitude, check_positive_int
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def fit(
     objective = (partial(objectives.elbo_iw, num_samples=num_samples, inner_sampling=inner_sampling, dreg=cfg.dreg)
                  if method == "iw" else partial(objectives.elbo_vi, num_samples=num_samples))
     # deepgp.runtime: the marginal conditionals' R_lᵀA in float32 (float64 models); DEEPGP_FLOAT32_PRODUCTS=0 opts out
-    objective = training_products(objective)
+    numerics = training_numerics()
     final = model.final_layer
     # the GP layers whose q(v) takes natural-gradient steps instead of Adam's (the final one first)
     natural = ([final] + ([m for m in model.layers[:-1] if hasattr(m, "q_mu")] if cfg.natgrad_inner else [])
@@ -193,7 +193,7 @@ def fit(
             adam.zero_grad(set_to_none=True)
             for layer in natural:  # outside Adam: cleared here
                 layer.q_mu.grad = layer.q_sqrt.grad = None
-            bound = objective(model, xb, yb)  # (the batch is checked data already: not checked again)
+            bound = objective(model, xb, yb, numerics=numerics)  # (the batch is checked data: not checked again)
             (-bound).backward()
             value = bound.item()
             if not np.isfinite(value):
@@ -229,7 +229,7 @@ def fit(
             # γ decays on the same staircase as the learning rate
             step = gamma_at(cfg, t)
             if capture and captured is None and adam.state:  # Adam's buffers exist once it has stepped
-                captured = CapturedStep(model, X, Y, objective, adam, natural, batches.batch_size, graph)
+                captured = CapturedStep(model, X, Y, objective, adam, natural, batches.batch_size, graph, numerics)
             value, taken = (captured_step if captured is not None else eager_step)(t, idx, step)
             schedule.step()
             if taken == 0.0:

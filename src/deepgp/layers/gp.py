@@ -21,6 +21,8 @@ from torch import nn
 from ..kernels import Stationary
 from ..linalg import (
     DEFAULT_JITTER,
+    PLAIN,
+    Numerics,
     cholesky,
     gram,
     inverse_cholesky,
@@ -102,7 +104,7 @@ class GPLayer(nn.Module):
     # products are batched GEMMs on contiguous memory. Lz⁻¹ is formed explicitly
     # (linalg.inverse_cholesky): a GEMM with it is faster than a triangular solve with GP
     # right-hand sides, and cond(Lz) ≤ ~1e4 with the 1e-6 jitter is harmless in float64.
-    def _Lz_inv(self, Kzz: torch.Tensor | None = None) -> torch.Tensor:
+    def _Lz_inv(self, Kzz: torch.Tensor | None = None, numerics: Numerics = PLAIN) -> torch.Tensor:
         """Lz⁻¹ [M, M] (lower-triangular), Lz the Cholesky factor of K(Z, Z) (``Kzz`` where given).
 
         Always computed in float64 (K(Z, Z) is near-singular for close inducing inputs, and its
@@ -111,9 +113,10 @@ class GPLayer(nn.Module):
         if Kzz is None:
             Z = self.Z.double()  # the kernel's float32 parameters promote to float64 against it
             Kzz = self.kernel.K(Z, Z)
-        return inverse_cholesky(Kzz, self.jitter, where=f"K(Z, Z) of {self.name}").to(self.Z.dtype)
+        where = f"K(Z, Z) of {self.name}"
+        return inverse_cholesky(Kzz, self.jitter, where=where, deferred=numerics.deferred).to(self.Z.dtype)
 
-    def _whiten(self, H: torch.Tensor, point_major: bool = False):
+    def _whiten(self, H: torch.Tensor, point_major: bool = False, numerics: Numerics = PLAIN):
         """Lz⁻¹ [M, M] and K(Z, H) [M, GP] (``point_major``: K(H, Z) [GP, M]) for H [G, P, D_in].
 
         In float64 one kernel call gives both: K(Z, Z) is the first M columns (rows) of
@@ -125,18 +128,18 @@ class GPLayer(nn.Module):
         X = torch.cat([self.Z, Hf]) if with_zz else Hf
         K = self.kernel.K(X, self.Z) if point_major else self.kernel.K(self.Z, X)
         if not with_zz:
-            return self._Lz_inv(), K
+            return self._Lz_inv(numerics=numerics), K
         # split, not two slices: its backward writes both gradients into one buffer in one pass
         Kzz, cross = K.split([self.num_inducing, Hf.shape[0]], dim=0 if point_major else 1)
-        return self._Lz_inv(Kzz), cross
+        return self._Lz_inv(Kzz, numerics), cross
 
-    def _prior_conditional(self, H: torch.Tensor, full_cov: bool):
+    def _prior_conditional(self, H: torch.Tensor, full_cov: bool, numerics: Numerics = PLAIN):
         """Aᵀ = K(H, Z)Lz⁻ᵀ [G, P, M] (point-major, for the per-group products of the joint path)
         and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
         G, P, _ = H.shape
         # K(H, Z) [GP, M] straight from the kernel: Aᵀ as K(Z, H)ᵀLz⁻ᵀ would be a GEMM of two
         # transposed operands, a slow layout (commit 30aca33)
-        Lz_inv, Khz = self._whiten(H, point_major=True)
+        Lz_inv, Khz = self._whiten(H, point_major=True, numerics=numerics)
         At = (Khz @ Lz_inv.mT).reshape(G, P, -1)
         if full_cov:
             Q = self.kernel.K(H, H) - gram(At)
@@ -144,7 +147,7 @@ class GPLayer(nn.Module):
             Q = self.kernel.K_diag(H) - At.square().sum(-1)
         return At, Q
 
-    def conditional(self, H: torch.Tensor, full_cov: bool = False):
+    def conditional(self, H: torch.Tensor, full_cov: bool = False, numerics: Numerics = PLAIN):
         """Moments of the L GP values g at H [G, P, D_in] under q (docs/mathematics.md §2.2):
 
             A = Lz⁻¹K_ZH,   mean_l = Aᵀm_l,   cov_l = Q + (R_lᵀA)ᵀ(R_lᵀA),   Q = K_HH − AᵀA.
@@ -153,20 +156,22 @@ class GPLayer(nn.Module):
         ``full_cov=True``, the covariance across the P points of each group [G, L, P, P]. Each
         case computes that formula in its fast layout; the plain versions are
         :func:`~deepgp.linalg.joint_moments_plain` and :func:`~deepgp.linalg.marginal_moments_plain`.
+        ``numerics``: how the linear algebra computes (:class:`~deepgp.linalg.Numerics`).
         """
         H = self._check_input(H)
         G, P, _ = H.shape
         m, R = self.q()
         if full_cov:
-            At, Q = self._prior_conditional(H, True)  # Aᵀ [G, P, M], Q = K_HH − AᵀA [G, P, P]
+            At, Q = self._prior_conditional(H, True, numerics)  # Aᵀ [G, P, M], Q = K_HH − AᵀA [G, P, P]
             mean, RtA_gram = joint_moments(At, R, m)  # Aᵀm, (R_lᵀA)ᵀ(R_lᵀA) [G, L, P, P]
             return mean, Q.unsqueeze(1) + RtA_gram
-        Lz_inv, Kzh = self._whiten(H)  # A = Lz⁻¹K_ZH is formed by marginal_moments
-        mean, var = marginal_moments(Lz_inv, Kzh, R, m)  # Aᵀm, ‖R_lᵀa‖² − ‖a‖² for each column a of A
+        Lz_inv, Kzh = self._whiten(H, numerics=numerics)  # A = Lz⁻¹K_ZH is formed by marginal_moments
+        # Aᵀm, ‖R_lᵀa‖² − ‖a‖² for each column a of A
+        mean, var = marginal_moments(Lz_inv, Kzh, R, m, numerics.products_dtype)
         var = var + self.kernel.K_diag(H).reshape(-1, 1)  # + k(h, h): the diagonal of Q + (R_lᵀA)ᵀ(R_lᵀA)
         return mean.reshape(G, P, self.num_gps), var.reshape(G, P, self.num_gps)
 
-    def sample(self, H: torch.Tensor, full_cov: bool = False) -> torch.Tensor:
+    def sample(self, H: torch.Tensor, full_cov: bool = False, numerics: Numerics = PLAIN) -> torch.Tensor:
         """One draw of the L GP values per group, g [G, P, L].
 
         With one point per group (P = 1) this is mean + sqrt(var)·ξ. With P > 1 the points of a
@@ -178,10 +183,10 @@ class GPLayer(nn.Module):
         H = self._check_input(H)
         G, P, _ = H.shape
         if P == 1:
-            mean, var = self.conditional(H)
+            mean, var = self.conditional(H, numerics=numerics)
             return mean + var.clamp_min(1e-12).sqrt() * standard_normal(mean.shape, mean)
         m, R = self.q()
-        At, Q = self._prior_conditional(H, full_cov)
+        At, Q = self._prior_conditional(H, full_cov, numerics)
         M = At.shape[-1]
         # v_l = m_l + R_l ε per group, stored transposed [G, L, M] so that g = Aᵀv is a product of
         # two M-contiguous operands (and the transpose copy moves whole rows of M)
@@ -190,7 +195,8 @@ class GPLayer(nn.Module):
         xi = standard_normal(g.shape, g)
         if full_cov:
             # in float64: Q = k − AᵀA cancels, and its K×K factor is cheap (a no-op cast in float64 mode)
-            LQ = cholesky(Q.double(), DEFAULT_JITTER, where=f"the joint conditional covariance of {self.name}")
+            LQ = cholesky(Q.double(), DEFAULT_JITTER, where=f"the joint conditional covariance of {self.name}",
+                          deferred=numerics.deferred)
             LQ = LQ.to(Q.dtype)
             return g + LQ @ xi
         return g + Q.clamp_min(1e-12).sqrt().unsqueeze(-1) * xi
@@ -203,9 +209,9 @@ class GPLayer(nn.Module):
             return g
         return H[..., : self.output_dim] + g @ self.W.T
 
-    def forward(self, H: torch.Tensor, full_cov: bool = False) -> torch.Tensor:
+    def forward(self, H: torch.Tensor, full_cov: bool = False, numerics: Numerics = PLAIN) -> torch.Tensor:
         """A sample of the layer's output [G, P, output_dim] (inner layers)."""
-        return self.project(H, self.sample(H, full_cov))
+        return self.project(H, self.sample(H, full_cov, numerics))
 
     def _check_input(self, H):
         if H.dim() != 3 or H.shape[-1] != self.input_dim:
