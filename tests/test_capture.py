@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import deepgp
 from deepgp import capture, objectives, training
 from deepgp.capture import CapturedStep
+from deepgp.natgrad import NaturalGradient
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -69,7 +70,7 @@ def step_of(spec, method, natural=("final",)):
     adam = training._adam([p for p in model.parameters() if id(p) not in skip], 0.01)
     (-objective(model, X[:32], Y[:32])).backward()
     adam.step()
-    step = CapturedStep(model, X, Y, objective, adam, layers, 32, graph=False)
+    step = CapturedStep(model, X, Y, objective, adam, NaturalGradient(layers, 0.1), 32, graph=False)
     return model, step
 
 
@@ -168,13 +169,13 @@ def test_a_natural_gradient_step_refused_at_gamma_is_halved_as_eagerly(monkeypat
 
     monkeypatch.setattr(deepgp.natgrad, "_candidate", refused_above)
     taken = []
-    step_q = training.natgrad_step_q
+    step_q = deepgp.natgrad.natgrad_step_q
 
     def spy(*args, **kwargs):
         taken.append(step_q(*args, **kwargs))
         return taken[-1]
 
-    monkeypatch.setattr(training, "natgrad_step_q", spy)
+    monkeypatch.setattr(deepgp.natgrad, "natgrad_step_q", spy)
     eager = fitted("GP", "vi", False, gamma=0.5, recipe="paper")
     assert all(0.2 < t <= 0.25 for t in taken)  # every step halved once (else the test cannot fail)
     taken.clear()

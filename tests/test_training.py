@@ -143,7 +143,7 @@ def test_training_settings_are_checked(tmp_path):
 
 
 def test_skipped_natural_gradient_steps_are_reported(monkeypatch):
-    from deepgp import training
+    from deepgp import natgrad
 
     x, y = small_problem()
     model = deepgp.DeepGP.from_spec("GP", x, y, num_inducing=8)
@@ -153,10 +153,10 @@ def test_skipped_natural_gradient_steps_are_reported(monkeypatch):
         calls.append(1)
         return 0.0 if len(calls) % 2 == 0 else 0.01
 
-    monkeypatch.setattr(training, "natgrad_step_q", every_other)
+    monkeypatch.setattr(natgrad, "natgrad_step_q", every_other)
     with pytest.warns(RuntimeWarning, match="skipped on 5 of 10 iterations .gamma=0.01"):
         deepgp.fit(model, x, y, iterations=10, progress=False, recipe="paper")
-    monkeypatch.setattr(training, "natgrad_step_q", lambda *args: 0.0)
+    monkeypatch.setattr(natgrad, "natgrad_step_q", lambda *args: 0.0)
     with pytest.raises(deepgp.natgrad.NaturalGradientError, match="failed on 100 iterations in a row .*smaller gamma"):
         deepgp.fit(model, x, y, iterations=500, progress=False)
 

@@ -12,13 +12,15 @@ flags on the device, read once after each replay with the bound:
   state from before the step is put back (the step copies it aside first) and the step is redone
   eagerly, where the jitter retries happen — a failed step is never kept;
 * a natural-gradient step that was not positive definite at γ
-  (:func:`deepgp.natgrad.natgrad_step_q_deferred` leaves q(v) as it was): the host halves from γ/2
-  on the same gradients, as the eager step would have;
+  (:meth:`deepgp.natgrad.NaturalGradient.step_deferred` leaves q(v) as it was): the host halves from
+  γ/2 on the same gradients (:meth:`~deepgp.natgrad.NaturalGradient.complete_deferred`), as the eager
+  step would have;
 * a non-finite bound: the state is put back, and fit raises as it does eagerly.
 
 The recorded function is :meth:`CapturedStep.body`, the eager step's arithmetic on the fixed
 buffers. Without CUDA (``graph=False``) :meth:`~CapturedStep.run` calls it directly — the same
-buffers, flags and redo logic — which is how the tests check them on the CPU.
+buffers, flags and redo logic — which is how the tests check them on the CPU. The redo, the halving
+and the divergence check around it are :class:`deepgp.steps.CapturedTrainingStep`'s.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import contextlib
 import torch
 
 from .linalg import PLAIN, Numerics
-from .natgrad import natgrad_step_q_deferred
+from .natgrad import NaturalGradient
 
 # eager runs of the body on a side stream before capture (CUDA's libraries create their handles
 # and workspaces on first use, which must not happen while recording)
@@ -49,31 +51,31 @@ class CapturedStep:
         X: its (checked) training inputs [N, D], on the model's device.
         Y: its training targets [N, D_y].
         objective: ``objective(model, xb, yb, numerics=...)`` → the bound (a scalar tensor).
-        adam: the optimiser of every parameter but the q(v) of the ``natural`` layers (made by
+        adam: the optimiser of every parameter but the q(v) ``natural`` trains (made by
             :func:`capturable_adam` when ``graph``).
-        natural: the GP layers whose q(v) takes the natural-gradient step (the final one first;
-            empty: Adam trains every q(v)).
+        natural: the natural-gradient optimiser of the final layer's q(v) (and the inner layers', with
+            natgrad_inner); None: Adam trains every q(v).
         batch_size: B, the length of every minibatch.
         graph: record a CUDA graph after :data:`WARMUP` eager runs (CUDA only).
         numerics: how the bound computes; its Cholesky failures are flagged on the device here.
 
     :meth:`run` returns ``(bound, cholesky_failed, natgrad_failed)`` as Python values — the last a
-    list, one flag per ``natural`` layer: the one host read of an iteration.
+    list, one flag per layer of ``natural``: the one host read of an iteration.
     """
 
     def __init__(self, model, X: torch.Tensor, Y: torch.Tensor, objective, adam: torch.optim.Adam,
-                 natural: list, batch_size: int, graph: bool, numerics: Numerics = PLAIN):
+                 natural: NaturalGradient | None, batch_size: int, graph: bool, numerics: Numerics = PLAIN):
         if graph and X.device.type != "cuda":
             raise ValueError(f"a CUDA graph needs the model on a GPU, not {X.device}")
         self.model, self.X, self.Y, self.objective, self.adam = model, X, Y, objective, adam
-        self.natural, self.graph = list(natural), graph
+        self.natural, self.graph = natural, graph
         device = X.device
         self.idx = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.gamma = torch.zeros((), dtype=torch.float64, device=device)
         self.lr = torch.zeros((), dtype=torch.float64, device=device)
         self.cholesky_failed = torch.zeros((), dtype=torch.bool, device=device)
         self.numerics = numerics.deferring(self.cholesky_failed)
-        self.out: torch.Tensor | None = None  # [2 + len(natural)]: bound, cholesky failed, natgrad failed
+        self.out: torch.Tensor | None = None  # [2 + natural layers]: bound, cholesky failed, natgrad failed
         self.grads: list[tuple[torch.Tensor, torch.Tensor]] = []  # each natural layer's ∂(−F)/∂(m, R)
         self.written: list[torch.Tensor | None] = []
         self.backup: list[torch.Tensor] | None = None
@@ -101,8 +103,8 @@ class CapturedStep:
             torch._foreach_copy_(self.backup, self._state())
             self.cholesky_failed.zero_()
         self.adam.zero_grad(set_to_none=True)
-        for layer in self.natural:  # (outside Adam: cleared here)
-            layer.q_mu.grad = layer.q_sqrt.grad = None
+        if self.natural is not None:
+            self.natural.zero_grad(set_to_none=True)
         xb, yb = self.X[self.idx], self.Y[self.idx]
         bound = self.objective(self.model, xb, yb, numerics=self.numerics)  # Cholesky failures: flagged
         (-bound).backward()
@@ -110,9 +112,8 @@ class CapturedStep:
         # the gradients this body wrote (a replay rewrites the recorded ones): kept for the host's
         # halving, and so that the graph's buffers stay referenced after an eager redo replaces .grad
         self.written = [p.grad for p in self.model.parameters()]
-        self.grads = [(layer.q_mu.grad, layer.q_sqrt.grad) for layer in self.natural]
-        failed = [natgrad_step_q_deferred(layer, -g_m, -g_R, self.gamma)
-                  for layer, (g_m, g_R) in zip(self.natural, self.grads)]
+        self.grads = [] if self.natural is None else self.natural.gradients()
+        failed = [] if self.natural is None else self.natural.step_deferred(self.grads, self.gamma)
         self.out = torch.stack([bound.detach().double(), self.cholesky_failed.double(), *(f.double() for f in failed)])
 
     def run(self, idx: torch.Tensor, lr: float, gamma: float) -> tuple[float, bool, list[bool]]:
