@@ -20,7 +20,7 @@ flags on the device, read once after each replay with the bound:
 The recorded function is :meth:`CapturedStep.body`, the eager step's arithmetic on the fixed
 buffers. Without CUDA (``graph=False``) :meth:`~CapturedStep.run` calls it directly — the same
 buffers, flags and redo logic — which is how the tests check them on the CPU. The redo, the halving
-and the divergence check around it are :class:`deepgp.steps.CapturedTrainingStep`'s.
+and the divergence check around it are :class:`deepgp.steps.Captured`'s.
 """
 
 from __future__ import annotations
