@@ -76,6 +76,11 @@ def c2(per_depth: list[list[float | None]], universe=None):
     ([[0.2, 0.2, 0.2], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1]], P),  # all positive, but depth 3 below depth 1
     ([[0.1, 0.1, 0.1], [-0.1, -0.1, 0.1], [0.1, 0.1, 0.1]], P),  # positive at two depths
     ([[0.1, 0.1, 0.1], [-0.1, -0.1, 0.1], [0.0, 0.0, 0.1]], N),  # a median of 0 is not positive
+    # a median within the 0.05 band is level, as the page reads any two values within 0.05 as equal
+    ([[0.03, 0.03, 0.03], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1]], P),
+    ([[0.05, 0.05, 0.05], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1]], P),  # the band's edge is level
+    ([[0.06, 0.06, 0.06], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1]], R),
+    ([[0.1, 0.1, 0.1], [-0.04, -0.04, 0.1], [0.04, 0.04, 0.1]], N),
     ([[0.1, 0.1, 0.1], [0.1, 0.1, 0.1], [None, None, None]], NONE),
 ])
 def test_criterion2(per_depth, verdict):
@@ -83,6 +88,13 @@ def test_criterion2(per_depth, verdict):
     assert v.verdict == verdict
     if verdict == NONE:
         assert "LV-GP-GP-GP (IWVI) and LV-GP-GP-GP (VI) on any data set" in v.missing[0]
+
+
+def test_the_band_reads_a_median_as_the_page_reads_a_difference():
+    assert [conclusions.band(x) for x in (0.0035, 0.05, 0.0501, -0.043, -0.05, -0.051)] == [
+        "level", "level", "positive", "level", "level", "negative"]
+    v = c2([[0.0035, 0.0035, 0.0035], [0.1, 0.1, 0.1], [0.1, 0.1, 0.1]])
+    assert "| **median** | +0.004 (level) | +0.100 (positive) | +0.100 (positive) |" in v.lines
 
 
 @pytest.mark.parametrize("diffs, verdict", [
@@ -218,7 +230,7 @@ def test_criterion5_small_sets():
     means |= {("u", *lin): 0.0, ("u", *cvae): 0.1}
     assert conclusions.criterion5_small(evidence(means, n={"s": 999, "t": 999, "u": 10}), ["s", "t", "u"]).verdict == P
     assert conclusions.criterion5_small(evidence(means, n={"s": 999, "t": 5000, "u": 10}), ["s", "t", "u"]).verdict == P
-    means |= {("s", *cvae): 0.0}  # equal is not below
+    means |= {("s", *cvae): -0.04}  # within the 0.05 band: level, not below
     assert conclusions.criterion5_small(evidence(means, n={"s": 999, "t": 5000, "u": 10}), ["s", "t", "u"]).verdict == N
     assert conclusions.criterion5_small(evidence(means, n={"s": 5000, "t": 5000, "u": 5000}),
                                         ["s", "t", "u"]).verdict == NONE
@@ -246,8 +258,9 @@ def test_criterion5_marginals():
 
 
 # -- reading results, the section, the page ---------------------------------------------------------
-def write_results(path, cells: dict, recipe="fast", iterations=10, shapiro=0.98, **extra):
-    """cells: {(dataset, model, method): [kde per split]} appended to a results CSV."""
+def write_results(path, cells: dict, recipe="fast", iterations=10, shapiro=0.98, sampling="independent", **extra):
+    """cells: {(dataset, model, method): [kde per split]} appended to a results CSV; the IW rows with
+    ``sampling`` inner draws."""
     base = {k: 0 for k in runner.COLUMNS} | runner.default_settings(recipe) | dict(
         protocol="splits", num_inducing=8, test_limit=10, seconds=1.0, test_loglik_mixture=0.0, test_rmse=1.0,
         bound=-1.0, n_train=90, n_test=10) | extra
@@ -256,7 +269,7 @@ def write_results(path, cells: dict, recipe="fast", iterations=10, shapiro=0.98,
         for (d, m, me), vals in cells.items():
             for s, v in enumerate(vals):
                 f.write(runner.format_row(base | dict(
-                    dataset=d, model=m, method=me, split=s, seed=s, inner_sampling="independent" if me == "iw" else "-",
+                    dataset=d, model=m, method=me, split=s, seed=s, inner_sampling=sampling if me == "iw" else "-",
                     num_samples=5 if me == "iw" else 1, test_loglik_kde=float(v), iterations=iterations,
                     shapiro_median=shapiro)))
 
@@ -320,6 +333,32 @@ def test_settings_are_named_against_the_given_ones(tmp_path):
     write_results(path, {("big", "GP", "vi"): [0.7]}, recipe="paper", inner_width="input", n_train=9000)
     text = conclusions.render([path], universe=["big"], recipe="paper", reference={"recipe": "paper"})
     assert "- Setting `recipe=paper` (" in text and "set aside" in text
+
+
+def test_conclusion_2_states_its_dependence_on_the_inner_draws(tmp_path, monkeypatch):
+    """IW rows at another inner_sampling than the cells' own (set aside) recompute conclusion 2 on the data
+    sets that have them, beside the verdict; the kept cells' median is taken on the same data sets and runs."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "r.csv"
+    cells = {}
+    for d in ("a", "b", "c"):
+        cells |= {(d, m, "vi"): [0.0, 0.0] for m in conclusions.LV_MODELS}
+        cells |= {(d, m, "iw"): [0.2, 0.4] for m in conclusions.LV_MODELS}  # per sample: +0.3 over splits 0-1
+    write_results(path, cells)
+    # joint draws on split 0 of a and b, LV-GP-GP only: +0.01 and +0.03 (median +0.02, level)
+    write_results(path, {("a", "LV-GP-GP", "iw"): [0.01], ("b", "LV-GP-GP", "iw"): [0.03]}, sampling="joint")
+    text = conclusions.render([path], universe=["a", "b", "c"])
+    assert "| 2. IW outperforms VI, more so for deeper models | **reproduced** |" in text
+    assert ("| the IW bound's inner draws (per-sample here): with joint draws the median IW − VI is LV-GP-GP "
+            "+0.020 (level; 2 data sets, where per-sample draws give +0.200) |") in text
+    assert "on 2 data sets (a, b); with them in place of these cells:" in " ".join(text.split())
+    assert "| LV-GP-GP | 2 | +0.020 (level) | +0.200 (positive) |" in text  # per sample on split 0: 0.2
+    row1 = next(line for line in text.splitlines() if line.startswith("| 1. Latent variables"))
+    assert row1.endswith("| – |")  # a conclusion without a dependence says so in the same column
+    # without rows of another setting the page has no such column
+    plain = tmp_path / "p.csv"
+    write_results(plain, cells)
+    assert "depends on" not in conclusions.render([plain], universe=["a", "b", "c"])
 
 
 def test_render_and_update(tmp_path, monkeypatch):
