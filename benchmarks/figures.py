@@ -4,16 +4,17 @@
     python benchmarks/figures.py letters   [--out docs/figures] [--iterations N] [--device cuda] [--jobs J]
     python benchmarks/figures.py marginals --data-dir DIR [--datasets power,keggdirected] [--iterations N] ...
 
-* ``prior``: Fig. 3 (GP, GP-GP, LV-GP, LV-GP-GP) and Figs. S6–S9 (the three-layer and other
+* ``prior``: Fig. 3 (GP, GP-GP, LV-GP, LV-GP-GP) and Figs. 6–9 (the three-layer and other
   latent-variable placements): prior draws on a 1-D input, every layer 1-D with the RBF kernel at
   unit lengthscale as the paper states; LV models drawn for nine values of w. Seconds on a CPU.
-* ``letters``: Figs. 1, 5 and S5 — the posterior density p(y | x) of each model fitted to the "DGP"
+* ``letters``: Figs. 1, 4 and 5 — the posterior density p(y | x) of each model fitted to the "DGP"
   letters at the paper's scale (73,419 points: 72,419 for training, 1,000 held out), GP and GP-GP
   by VI, the LV models by VI and by IW, and LV-GP-GP-GP (IW, the paper's first figure). Each
   panel's title gives the held-out log density. Minutes per model on a GPU.
 * ``marginals``: Figs. 10–11 — standardised predictive marginals at 30 test points of split 0 of
   each data set (power: latent variables matter; keggdirected: depth and latent variables both do),
-  for GP (VI) and the LV models by IW.
+  for GP (VI), in place of the paper's two CVAE columns, and the LV models by IW
+  (docs/paper-vs-code.md §8.3).
 
 Fitted models are kept under ``--work`` (default ``.figures``, ignored by git) and reused, so a run
 cut short resumes with the fits it has; ``--jobs J`` fits J models at once (J processes; on a GPU
@@ -34,7 +35,7 @@ import numpy as np
 
 PRIOR_FIGURES = {
     "prior_fig3.png": ("GP", "GP-GP", "LV-GP", "LV-GP-GP"),
-    "prior_figS6-S9.png": ("GP-GP-GP", "GP-LV-GP", "LV-GP-GP-GP", "GP-LV-GP-GP", "GP-GP-LV-GP"),
+    "prior_fig6-9.png": ("GP-GP-GP", "GP-LV-GP", "LV-GP-GP-GP", "GP-LV-GP-GP", "GP-GP-LV-GP"),
 }
 LETTERS = (("GP", "vi"), ("GP-GP", "vi"), ("LV-GP", "vi"), ("LV-GP", "iw"), ("LV-GP-GP", "vi"), ("LV-GP-GP", "iw"),
            ("LV-GP-GP-GP", "iw"))
