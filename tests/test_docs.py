@@ -51,3 +51,34 @@ FOLDERS = [ROOT, ROOT / "src" / "deepgp", ROOT / "benchmarks", ROOT / "benchmark
 @pytest.mark.parametrize(("path", "page"), _names(r"`([\w/]+\.py)`"))
 def test_named_files_exist(path, page):
     assert any((folder / path).is_file() for folder in FOLDERS), f"{page} names {path}, which does not exist"
+
+
+def _result_paths() -> list[tuple[str, str]]:
+    """Every results file a page names in backticks outside its code blocks, braces expanded
+    (`step_time_dtype_float{64,32}.json`); names with a wildcard or a placeholder are patterns, not files."""
+    found = set()
+    for page in PAGES:
+        prose = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for m in re.finditer(r"`((?:[\w.-]+/)*results/[\w./{},*-]+\.jsonl?)`", prose):
+            name = m.group(1)
+            if "*" in name or re.search(r"[A-Z]{3,}", name):
+                continue
+            brace = re.search(r"\{([^}]*)\}", name)
+            options = brace.group(1).split(",") if brace else [""]
+            for option in options:
+                found.add((name[: brace.start()] + option + name[brace.end():] if brace else name,
+                           page.relative_to(ROOT).as_posix()))
+    return sorted(found)
+
+
+@pytest.mark.parametrize(("path", "page"), _result_paths())
+def test_named_results_files_exist(path, page):
+    folders = [ROOT, ROOT / "benchmarks", ROOT / "benchmarks" / "uci", (ROOT / page).parent]
+    assert any((folder / path).is_file() for folder in folders), f"{page} names {path}, which does not exist"
+
+
+def test_results_files_are_named_for_what_they_hold():
+    """Not by the commit they ran at (a file records its commit inside): a name says what it holds."""
+    hashed = [p.relative_to(ROOT).as_posix() for p in (ROOT / "benchmarks").rglob("results/**/*")
+              if p.is_file() and re.search(r"(^|[_.-])[0-9a-f]{7}([_.-]|$)", p.stem)]
+    assert not hashed, f"results files named by a commit hash: {hashed}"
