@@ -3,7 +3,7 @@ K = 5, M = 64), test log density.
 
 Run it on two versions of the code and compare (they must agree within 0.02 nats):
 
-    git worktree add /tmp/old 0e1cb16
+    git worktree add /tmp/old COMMIT
     .venv/bin/python benchmarks/accuracy_check.py /tmp/old & .venv/bin/python benchmarks/accuracy_check.py .
     # the VI path: add  --spec GP-GP-GP --method vi
 

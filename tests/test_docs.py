@@ -82,3 +82,12 @@ def test_results_files_are_named_for_what_they_hold():
     hashed = [p.relative_to(ROOT).as_posix() for p in (ROOT / "benchmarks").rglob("results/**/*")
               if p.is_file() and re.search(r"(^|[_.-])[0-9a-f]{7}([_.-]|$)", p.stem)]
     assert not hashed, f"results files named by a commit hash: {hashed}"
+
+
+def test_code_comments_name_no_commit():
+    """Comments and docstrings say why, not which commit: a commit's hash means nothing to a reader of
+    the code (and is lost with a rebase); the measurements behind a choice are on the benchmark pages."""
+    files = [p for folder in ("src", "benchmarks") for p in sorted((ROOT / folder).rglob("*.py"))]
+    named = [f"{p.relative_to(ROOT)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"\bcommits? [0-9a-f]{7,40}\b", line)]
+    assert not named, f"commit hashes in code: {named}"

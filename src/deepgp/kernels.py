@@ -33,7 +33,7 @@ class Stationary(nn.Module):
         [x, −½|x|², 1] · [z, 1, offset − ½|z|²]ᵀ (lengthscales applied first).
 
         The [N, M] result is touched once, by the GEMM, instead of by five elementwise passes
-        (add, add, scale, clamp, scale): the kernel is memory-bound (commit 43dfc88). Rounding can
+        (add, add, scale, clamp, scale): the kernel is memory-bound. Rounding can
         make it exceed ``offset`` by ~1e-16·|x|²; harmless inside exp (the paper's code did not
         clamp either).
         """

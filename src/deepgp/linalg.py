@@ -177,7 +177,7 @@ def inverse_cholesky_plain(
 # The joint (IW) path multiplies, per group g of K points, [K, M] by [M, L] and [K, M] by [M, K]
 # with K, L ≈ 5 and M ≈ 128, for hundreds of groups. autograd's backward of A @ Bᵀ multiplies a
 # transposed thin operand, a slow batched-GEMM layout on CPU; these backward passes keep both
-# operands M-contiguous (docs/paper-vs-code.md §6.4, commit 30aca33).
+# operands M-contiguous (docs/paper-vs-code.md §6.4).
 
 
 class _MatmulNT(torch.autograd.Function):
@@ -240,7 +240,7 @@ class _MarginalMoments(torch.autograd.Function):
     Two products (A, then R_lᵀA) rather than one of [Lz⁻¹; R_lᵀLz⁻¹] with K: forming R_lᵀLz⁻¹ adds
     FLOPs at training's batch sizes. The backward writes the gradients of A and R_lᵀA into contiguous
     buffers, where autograd's graph concatenates the split's gradients and adds the square,
-    expand and multiply passes of each norm (docs/paper-vs-code.md §6.3, commits 1257cbd, 3164b7a).
+    expand and multiply passes of each norm (docs/paper-vs-code.md §6.3).
     ``low``: the dtype of the R_lᵀA products, forward and backward (:meth:`Numerics.products_for`); the
     casts are no-ops where it is the inputs' own.
     """
@@ -278,7 +278,7 @@ class _MarginalMoments(torch.autograd.Function):
         gR = None
         if ctx.needs_input_grad[2]:
             # ∂/∂R_l = A(∂/∂R_lᵀA)ᵀ block by block, each as column blocks of one product: the
-            # faster GEMM orientation of the two (commit bb360c5)
+            # faster GEMM orientation of the two
             gR = A.new_zeros(L, M, M)
             gR[:, :, :h] = (A_low @ g_top.T).view(M, L, h).transpose(0, 1)
             gR[:, h:, h:] = (A_low[h:] @ g_bot.T).view(M - h, L, M - h).transpose(0, 1)

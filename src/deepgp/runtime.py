@@ -5,7 +5,7 @@ heap back to the operating system whenever more than its trim threshold is free 
 page of it used again faults on first touch; a training step frees its whole graph at its end, so
 the next step faults again. glibc raises the trim threshold itself (to twice the block, at most
 2 × 32 MiB) when it frees a large mmapped block; allocating and freeing one such block gets there
-at once (docs/paper-vs-code.md §4.5, commit 341d947). No allocator setting is changed, the block is
+at once (docs/paper-vs-code.md §4.5). No allocator setting is changed, the block is
 never touched, and under another allocator it is a plain allocation; the arithmetic, so every
 result, is the same either way.
 

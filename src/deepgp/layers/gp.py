@@ -121,7 +121,7 @@ class GPLayer(nn.Module):
 
         In float64 one kernel call gives both: K(Z, Z) is the first M columns (rows) of
         K(Z, [Z; H]) (K([Z; H], Z)), so the kernel's operations are dispatched once per layer, not
-        twice (commit 9d5fb88). In float32 K(Z, Z) is its own float64 call (:meth:`_Lz_inv`).
+        twice. In float32 K(Z, Z) is its own float64 call (:meth:`_Lz_inv`).
         """
         Hf = H.reshape(-1, H.shape[-1])
         with_zz = self.Z.dtype == torch.float64
@@ -138,7 +138,7 @@ class GPLayer(nn.Module):
         and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
         G, P, _ = H.shape
         # K(H, Z) [GP, M] straight from the kernel: Aᵀ as K(Z, H)ᵀLz⁻ᵀ would be a GEMM of two
-        # transposed operands, a slow layout (commit 30aca33)
+        # transposed operands, a slow layout
         Lz_inv, Khz = self._whiten(H, point_major=True, numerics=numerics)
         At = (Khz @ Lz_inv.mT).reshape(G, P, -1)
         if full_cov:
