@@ -1,7 +1,7 @@
 # Everything from a fresh clone: `make demo` runs the demo, `make check` everything CI checks.
 # Both create .venv and install the package first (torch pinned to the CPU wheel on these
-# machines). `make check` is what CI runs: the tests, the lint, the docs, the tests at the lowest
-# declared versions (.ci/min-versions.txt) and the built distribution.
+# machines). `make check` is what CI runs: the tests, the lint, the type check, the docs, the tests
+# at the lowest declared versions (.ci/min-versions.txt) and the built distribution.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-.PHONY: setup test test-fast demo lint check test-min dist figures
+.PHONY: setup test test-fast demo lint typecheck check test-min dist figures
 setup: $(STAMP)
 
 test: $(STAMP)
@@ -47,7 +47,11 @@ dist: $(STAMP)
 	$(PY) -m build -q --outdir dist .
 	$(VENV)/bin/twine check --strict dist/*
 
-check: test lint docs test-min dist
+# mypy on the public API ([tool.mypy] in pyproject.toml says which modules)
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+check: test lint typecheck docs test-min dist
 
 # `make docs`: the API reference site (mkdocs.yml, docs/) built into site/; any warning fails it.
 DOCS_STAMP := $(VENV)/.docs-installed

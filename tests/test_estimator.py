@@ -191,3 +191,13 @@ def test_files_of_deepgp_0_1_need_trust_then_predict_as_they_did(tmp_path):
     converted = DeepGPRegressor.load(tmp_path / "new.safetensors")
     np.testing.assert_array_equal(converted.predict(x), expected)
     assert converted.columns_ == {"inputs": ["x"], "target": "y"}
+
+
+def test_the_estimator_imports_without_docstrings():
+    """`python -OO` strips docstrings: the estimator's appended parameter list must not need one."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-OO", "-c", "from deepgp import DeepGPRegressor; DeepGPRegressor()"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr.splitlines()[-1:]

@@ -30,7 +30,7 @@ def _source_version() -> str:
     # the [project] table alone, up to the next table (tomllib is 3.11+; this package runs on 3.10)
     table = re.search(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
     name = table and re.search(r"""^name\s*=\s*["']deepgp["']""", table.group(1), re.M)
-    found = name and re.search(r"""^version\s*=\s*["']([^"']+)["']""", table.group(1), re.M)
+    found = table and name and re.search(r"""^version\s*=\s*["']([^"']+)["']""", table.group(1), re.M)
     return found.group(1) if found else "0+unknown"
 
 

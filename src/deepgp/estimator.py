@@ -329,13 +329,14 @@ def _scaler(tree: dict, name: str, path) -> Standardizer:
     return Standardizer(mean, std)
 
 
-DeepGPRegressor.__init__.__signature__ = inspect.Signature(
+DeepGPRegressor.__init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
      inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=ModelConfig.model)]
     + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
        for name, default, _ in _settings() if name != "model"])
-DeepGPRegressor.__doc__ += "\n    Parameters (name = default: meaning):\n\n" + "\n".join(
-    f"    * ``{name} = {default!r}``: {help}" for name, default, help in _settings()) + "\n"
+DeepGPRegressor.__doc__ = (DeepGPRegressor.__doc__ or "") + (  # (None under python -OO, which strips docstrings)
+    "\n    Parameters (name = default: meaning):\n\n"
+    + "\n".join(f"    * ``{name} = {default!r}``: {help}" for name, default, help in _settings()) + "\n")
 
 
 def _is_complex(value) -> bool:

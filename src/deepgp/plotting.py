@@ -1,4 +1,4 @@
-"""The paper's figures: prior draws (Fig. 3, S6–S9), posterior densities (Fig. 1, 5) and
+"""The paper's figures: prior draws (Figs. 3, 6–9), posterior densities (Figs. 1, 4, 5) and
 standardised predictive marginals (Fig. 10–11).
 
 Every function takes either a fitted :class:`~deepgp.DeepGPRegressor` (inputs and outputs in the
@@ -59,7 +59,7 @@ def save_figure(fig, path) -> Path:
     return path
 
 
-# -- posterior density (Figures 1 and 5) ------------------------------------------------------
+# -- posterior density (Figures 1, 4 and 5) ---------------------------------------------------
 @torch.no_grad()
 def log_density_grid(model, x_grid, y_grid, num_samples: int = 300, seed: int = 0) -> np.ndarray:
     """log p(y | x) on a grid for a 1-input, 1-output model: [len(y_grid), len(x_grid)].
@@ -85,10 +85,10 @@ def log_density_grid(model, x_grid, y_grid, num_samples: int = 300, seed: int = 
 
 
 def plot_posterior_density(
-    ax, model, x_range, y_range, data=None, resolution: int = 200, num_samples: int = 300, seed: int = 0,
-    title: str | None = None, gamma: float = 0.5,
+    ax, model, x_range: tuple[float, float], y_range: tuple[float, float], data=None, resolution: int = 200,
+    num_samples: int = 300, seed: int = 0, title: str | None = None, gamma: float = 0.5,
 ):
-    """Draw p(y | x) as an image on ``ax`` with optional data points (the style of Figures 1, 5).
+    """Draw p(y | x) as an image on ``ax`` with optional data points (the style of Figures 1, 4, 5).
 
     x_range, y_range: (low, high). data: (x [N], y [N]) or None. ``gamma`` < 1 brightens low
     densities (power-law colour scale) so that thin modes stay visible.
@@ -123,7 +123,7 @@ def posterior_figure(models: dict, x_range, y_range, data=None, ncols: int | Non
     return fig
 
 
-# -- prior draws (Figure 3, S6–S9) -----------------------------------------------------------
+# -- prior draws (Figures 3, 6–9) ------------------------------------------------------------
 @torch.no_grad()
 def prior_draw(model: DeepGP, x: np.ndarray, w_values: np.ndarray, seed: int = 0) -> np.ndarray:
     """One joint draw of the prior function of a 1-input model on x [G] for each w in w_values [W].
@@ -150,7 +150,7 @@ def prior_draw(model: DeepGP, x: np.ndarray, w_values: np.ndarray, seed: int = 0
     return H[:, 0].reshape(W, G).cpu().numpy()
 
 
-def prior_figure(specs, num_draws: int = 4, x_range=(-3.0, 3.0), resolution: int = 200,
+def prior_figure(specs, num_draws: int = 4, x_range: tuple[float, float] = (-3.0, 3.0), resolution: int = 200,
                  w_values=None, seed: int = 0, hidden_dim: int = 1, lengthscale: float | None = 1.0,
                  **model_kwargs):
     """A grid of prior draws: one row per model spec, one column per independent draw.

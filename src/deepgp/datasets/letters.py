@@ -20,7 +20,7 @@ def _glyph_polygons(text: str) -> list[np.ndarray]:
     from matplotlib.textpath import TextPath
 
     prop = FontProperties(family="DejaVu Sans", style="italic", weight="bold")
-    return TextPath((0, 0), text, size=1.0, prop=prop).to_polygons()
+    return [np.asarray(p) for p in TextPath((0, 0), text, size=1.0, prop=prop).to_polygons()]
 
 
 def letters_grid(resolution: int = 300, text: str = TEXT) -> tuple[np.ndarray, np.ndarray]:
