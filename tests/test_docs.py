@@ -91,3 +91,17 @@ def test_code_comments_name_no_commit():
     named = [f"{p.relative_to(ROOT)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
              if re.search(r"\bcommits? [0-9a-f]{7,40}\b", line)]
     assert not named, f"commit hashes in code: {named}"
+
+
+@pytest.mark.slow
+def test_readme_code_runs_as_written(tmp_path, monkeypatch):
+    """The README's Python blocks, pasted as they are, run against the current API (at 30 iterations
+    each instead of their thousands: what is checked is the code, not the fit)."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert len(blocks) == 2
+    monkeypatch.chdir(tmp_path)
+    for i, code in enumerate(blocks):
+        code, cuts = re.subn(r"iterations=[\d_]+", "iterations=30", code)
+        assert cuts == 1
+        exec(compile(code, f"README.md, block {i + 1}", "exec"), {})
+    assert (tmp_path / "reg.safetensors").is_file() and (tmp_path / "model.safetensors").is_file()
