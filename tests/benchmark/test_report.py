@@ -487,3 +487,23 @@ def test_a_table_of_the_paper_that_is_not_text_is_named_in_the_error(tmp_path, c
     for option in ("--paper", "--shapiro"):
         assert main(["report", str(results), option, str(table)]) == 2
         assert capsys.readouterr().err == f"deepgp report: error: {option} {table} is not a table of text in UTF-8\n"
+
+
+@pytest.mark.parametrize("args, says", [([""], "the results file: expected a file name, got ''"),
+                                        (["DIR"], "the results file DIR is not a file"),
+                                        (["R", "--paper", ""], "--paper: expected a file name, got ''"),
+                                        (["R", "--shapiro", "DIR"], "--shapiro DIR is not a file"),
+                                        (["R", "--paper", "MISSING"], "--paper MISSING: no such file")])
+def test_an_input_that_is_no_file_is_one_line_naming_its_option(tmp_path, capsys, args, says):
+    """``--paper ''`` was read as no --paper at all; a folder as the results was "Is a directory: .\""""
+    from deepgp.cli import main
+
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0]})
+    names = {"R": str(results), "DIR": str(tmp_path), "MISSING": str(tmp_path / "missing.csv")}
+    capsys.readouterr()
+    assert main(["report", *(names.get(a, a) for a in args)]) == 2
+    out, err = capsys.readouterr()
+    for name, path in names.items():
+        says = says.replace(name, path) if name != "R" else says
+    assert out == "" and err.startswith(f"deepgp report: error: {says}") and err.count("\n") == 1

@@ -149,7 +149,7 @@ def _run_benchmark(args) -> int:
 
     check_results(args.results, "--results")  # before any work; touches nothing
     if args.data_dir is not None and not os.path.isdir(args.data_dir):  # (not $DEEPGP_DATA in its place)
-        raise ValueError(f"--data-dir {args.data_dir} is not a folder")
+        raise ValueError(f"--data-dir {args.data_dir!r} is not a folder")
     iterations = RECIPE_ITERATIONS[args.recipe] if args.iterations is None else args.iterations
     above = [s for s in args.snapshots if s >= iterations]
     if above:  # here, not in argparse: the default --iterations is the recipe's
@@ -179,10 +179,23 @@ def _run_benchmark(args) -> int:
     return 1 if failed else 0
 
 
+def _input_file(path: str, option: str) -> None:
+    """A ValueError (FileNotFoundError) naming ``option`` unless ``path`` names a regular file."""
+    if not path.strip():
+        raise ValueError(f"{option}: expected a file name, got {path!r}")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{option} {path}: no such file")
+    if not os.path.isfile(path):
+        raise ValueError(f"{option} {path} is not a file (a folder or a pipe?)")
+
+
 def _report(args) -> int:
     from ..storage import check_output, write_bytes
     from .report import against_paper_figure, write_report
 
+    for option, path in (("the results file", args.results), ("--paper", args.paper), ("--shapiro", args.shapiro)):
+        if path is not None:  # ("" is a name given, not no --paper)
+            _input_file(path, option)
     # every output, before any work: not a folder, a read-only file, one of the inputs or the other output
     inputs = [args.results, args.paper, args.shapiro]
     if args.out is not None:

@@ -446,6 +446,8 @@ def _parse_row(header: list[str], line: bytes) -> dict | None:
         row.update({name: _text(_usual(name, row["recipe"])) for name in unread_settings(row["model"], row["method"])})
     except (ValueError, KeyError):
         return None
+    for name in _SPELT:  # as _text writes them: a spreadsheet saves 1e-05 as 1.00E-05 and False as FALSE
+        row[name] = _respelt(name, row[name])
     try:
         for k in _INTS:
             if k in row:
@@ -458,6 +460,24 @@ def _parse_row(header: list[str], line: bytes) -> dict | None:
     if row["split"] < 0 or math.inf in (row["test_loglik_kde"], row["test_loglik_mixture"]):
         return None
     return row
+
+
+_SPELT = tuple(name for name, f in SETTINGS.items() if f.type.split(" |")[0] in ("float", "bool", "tuple[int, ...]"))
+
+
+def _respelt(name: str, text: str) -> str:
+    """A float, bool or widths setting's cell as :func:`_text` writes its value ("1.00E-05" → "1e-05",
+    "FALSE" → "False", "20, 20" → "20,20"), so that a row saved by a spreadsheet keeps its key; a
+    cell that does not read as one is left as it is."""
+    kind = SETTINGS[name].type.split(" |")[0]
+    try:
+        if kind == "float":
+            return _text(float(text))
+        if kind == "bool":
+            return {"true": "True", "false": "False"}.get(text.strip().lower(), text)
+        return _text(tuple(int(part) for part in text.split(",")))
+    except ValueError:
+        return text
 
 
 def load_results(path) -> Results:
