@@ -329,28 +329,33 @@ def hold_claim(path: Path) -> subprocess.Popen:
     return proc
 
 
-def _benchmark_after(barrier, todo, results):
+def _benchmark_after(barrier, todo, results, run):
     barrier.wait()
-    runner.run_benchmark(todo, results, run=fake_run, log=quiet)
+    runner.run_benchmark(todo, results, run=run, log=quiet)
+
+
+def run_together(todo, names, run=fake_run, timeout: float = 60) -> None:
+    """``run_benchmark(todo)`` in one forked process per results file name, all started at once; each
+    must finish, with exit status 0."""
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(len(names))
+    procs = [ctx.Process(target=_benchmark_after, args=(barrier, todo, name, run), daemon=True) for name in names]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(timeout)
+        assert [p.exitcode for p in procs] == [0] * len(procs)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
 
 
 @pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
 def test_two_processes_on_one_results_file_run_each_configuration_once(tmp_path):
     results = tmp_path / "r.csv"
-    todo = fake_configs(sleep=1.0)  # long enough for the two processes to overlap
-    ctx = mp.get_context("fork")
-    barrier = ctx.Barrier(2)
-    procs = [ctx.Process(target=_benchmark_after, args=(barrier, todo, results), daemon=True) for _ in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(30)
-        assert [p.exitcode for p in procs] == [0, 0]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
+    run_together(fake_configs(sleep=1.0), [results, results])  # (1 s: long enough for the two to overlap)
     assert sorted(r["dataset"] for r in runner.read_results(results)) == ["a", "b"]
     assert not results.with_name("r.csv.claims").exists()  # every lock file removed with its row, then the folder
 
@@ -801,11 +806,6 @@ def counted_run(config: dict) -> list[dict]:
     return fake_run(config)
 
 
-def _counted_benchmark_after(barrier, todo, results):
-    barrier.wait()
-    runner.run_benchmark(todo, results, run=counted_run, log=quiet)
-
-
 @pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
 @pytest.mark.parametrize("other_name", ["symlink", "dot"])
 def test_two_runs_through_two_names_of_one_file_run_each_configuration_once(tmp_path, other_name):
@@ -820,21 +820,7 @@ def test_two_runs_through_two_names_of_one_file_run_each_configuration_once(tmp_
         other = tmp_path / "sub" / ".." / "." / "r.csv"
         (tmp_path / "sub").mkdir()
     calls = tmp_path / "calls.txt"
-    todo = fake_configs("abcdefgh", sleep=0.5, calls=str(calls))
-    ctx = mp.get_context("fork")
-    barrier = ctx.Barrier(2)
-    procs = [ctx.Process(target=_counted_benchmark_after, args=(barrier, todo, name), daemon=True)
-             for name in (results, other)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(60)
-        assert [p.exitcode for p in procs] == [0, 0]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
+    run_together(fake_configs("abcdefgh", sleep=0.5, calls=str(calls)), [results, other], counted_run)
     assert sorted(calls.read_text().split()) == list("abcdefgh")  # each ran once
     assert sorted(r["dataset"] for r in runner.read_results(results)) == list("abcdefgh")
     assert results.is_file() and not results.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == sorted([
