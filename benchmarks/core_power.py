@@ -21,6 +21,7 @@ import torch
 import deepgp
 from deepgp.benchmark.runner import unread_settings
 from deepgp.datasets.uci import find_uci
+from deepgp.storage import check_writable
 
 PAPER = {"GP": -0.65, "GP-GP": -0.75, "LV-GP-GP": -0.28}
 RUNS = [("GP", "vi", 1), ("GP-GP", "vi", 1), ("LV-GP-GP", "iw", 5)]
@@ -43,6 +44,10 @@ def main():
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "core_power.jsonl"))
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
+    try:  # before the runs: a folder or a read-only file is said now, not after the first model
+        check_writable(args.out, "--out")
+    except ValueError as err:
+        ap.error(str(err))
     torch.set_num_threads(args.threads)
     X, Y, Xt, Yt = split(find_uci("power"))  # $DEEPGP_DATA, else the user cache
     commit = os.popen("git rev-parse --short HEAD").read().strip()  # the code imported now, not at the end

@@ -20,7 +20,6 @@ deviations of the draws) those points lie from their predictive mean. One JSON l
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -88,12 +87,28 @@ def summary(values: list[float]) -> str:
     return f"{v.mean():.3f} ({v.min():.3f} to {v.max():.3f}; sd {v.std(ddof=1):.3f})"
 
 
+def read_spread(line: bytes | str) -> dict | None:
+    """The record on one line of ``--out`` (a run's key and its estimates under two seeds or more), or None
+    where the line is not one (:func:`time_to_quality.read_record`)."""
+    r = ttq.read_record(line, numbers=("gap",))
+    lists = ("kde", "mixture", "gap_worst", "seeds")
+    if r is None or not all(isinstance(r.get(k), list) and r[k] and all(map(ttq.number, r[k])) for k in lists):
+        return None
+    worst = r.get("worst")
+    if len(r["kde"]) < 2 or len(r["mixture"]) < 2 or not isinstance(worst, list) or not all(
+            isinstance(w, dict) and ttq.number(w.get("z")) for w in worst):
+        return None
+    return r
+
+
 def table(out: Path) -> str:
+    """Markdown: one line per record of ``out``; a line that is not one (:func:`read_spread`) is left out."""
     lines = ["| data set | model | method | recipe | settings | split | iterations | draws | seeds "
              "| KDE mean (range; sd) | mixture mean (range; sd) | mixture − KDE, first seed "
              "| of it, its worst 1 / 3 points | their z |", "|" + " --- |" * 14]
-    for line in out.read_text().splitlines():
-        r = json.loads(line)
+    with open(out, "rb") as f:
+        records = [r for r in map(read_spread, f) if r is not None]
+    for r in records:
         k = r["key"]
         zs = ", ".join(f"{w['z']:.1f}" for w in r["worst"])
         settings = ", ".join(f"{a}={b}" for a, b in k["overrides"].items()) or "-"
@@ -112,17 +127,33 @@ def main() -> None:
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--table", action="store_true", help="print the Markdown table of --out and exit")
     args = p.parse_args()
+    try:
+        run(args)
+    except ttq.UsageError as err:
+        p.error(str(err))  # one line, exit status 2
+    except (ValueError, OSError) as err:  # a damaged checkpoint, a full disk...: one line, exit status 1
+        sys.exit(f"{p.prog}: {' '.join(str(err).split())}")
+
+
+def run(args) -> None:
+    from deepgp.storage import check_writable
+
     out = Path(args.out)
     if args.table:
+        if not out.is_file():
+            raise ttq.UsageError(f"--out {out}: no such file")
         sys.stdout.write(table(out))
         return
-    if args.seeds < 2:
-        p.error("--seeds must be at least 2")
+    for name, least in (("seeds", 2), ("draws", 2), ("points", 1), ("threads", 1), ("iterations", 1)):
+        if getattr(args, name) < least:
+            raise ttq.UsageError(f"--{name} must be at least {least}, got {getattr(args, name)}")
+    try:  # before the evaluation: --out must take a line, and be a file of these records if it is there
+        check_writable(out, "--out's records")
+    except ValueError as err:
+        raise ttq.UsageError(" ".join(str(err).split())) from None
+    ttq.check_records_file(out, numbers=("gap",))
     args.part, args.peers = "test", False  # (the fields of time_to_quality's key)
-    try:
-        record = evaluate(args, ttq.parse_overrides(args.set))
-    except ttq.UsageError as err:
-        p.error(str(err))
+    record = evaluate(args, ttq.parse_overrides(args.set))
     ttq.append(out, record)
     print(f"{args.dataset} {args.model} {args.method} s{args.split} @{args.iterations}: "
           f"KDE {summary(record['kde'])}, mixture {summary(record['mixture'])}", flush=True)

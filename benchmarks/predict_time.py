@@ -66,6 +66,13 @@ def main(argv=None) -> None:
     if args.worker:
         args.threads = int(args.threads)
         return worker(args)
+    if args.json:  # before the runs, not after them: a file that cannot be written, or a folder
+        from deepgp.storage import check_writable
+
+        try:
+            check_writable(args.json, "--json")
+        except ValueError as err:
+            p.error(str(err))
     info = machine_info()
     results = []
     for t in [int(t) for t in args.threads.split(",")]:
@@ -86,7 +93,9 @@ def main(argv=None) -> None:
               f"| {r['peak_rss_mb']:.0f} "
               f"| {r['rss_before_mb']:.0f} | {r['loadavg_before']:.2f} |")
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(machine=info, args=vars(args), results=results), indent=1))
+        from deepgp.storage import write_bytes
+
+        write_bytes(args.json, json.dumps(dict(machine=info, args=vars(args), results=results), indent=1).encode())
 
 
 if __name__ == "__main__":

@@ -383,6 +383,13 @@ def main(argv=None) -> None:
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         p.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    if args.json:  # before the runs, not after them: a file that cannot be written, or a folder
+        from deepgp.storage import check_writable
+
+        try:
+            check_writable(args.json, "--json")
+        except ValueError as err:
+            p.error(str(err))
     info = machine_info()
     print(f"# deepgp step time — {info['date_utc']}, commit {info['commit'][:10]}"
           f"{' + uncommitted src/ diff ' + info['src_diff_sha256'] if info['src_modified'] else ''}, "
@@ -428,7 +435,9 @@ def main(argv=None) -> None:
           f"{f', median of {args.rounds} rounds' if args.rounds > 1 else ''}\n")
     print(table(results))
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(machine=info, args=vars(args), results=results), indent=1))
+        from deepgp.storage import write_bytes
+
+        write_bytes(args.json, json.dumps(dict(machine=info, args=vars(args), results=results), indent=1).encode())
 
 
 if __name__ == "__main__":

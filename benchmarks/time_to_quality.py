@@ -119,29 +119,74 @@ def key_text(key: dict) -> str:
     return json.dumps(key, sort_keys=True)
 
 
+# the fields of a run's key (run_key) and their types: a line whose key lacks one is not a record
+KEY_FIELDS = dict(system=str, dataset=str, model=str, method=str, split=int, part=str, recipe=str, overrides=dict,
+                  points=int, draws=int)
+
+
+def read_record(line: bytes | str, numbers=("seconds",)) -> dict | None:
+    """The record on one line of an ``--out`` file, or None where the line is not one: not a JSON object
+    (cut short by a kill, edited, not text), a key lacking a field of :data:`KEY_FIELDS` or of another
+    type, ``iterations`` not a count, or one of ``numbers`` not a number."""
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError):  # (a UnicodeDecodeError is a ValueError)
+        return None
+    key = rec.get("key") if isinstance(rec, dict) else None
+    if not isinstance(key, dict) or not all(_is(key.get(f), t) for f, t in KEY_FIELDS.items()):
+        return None
+    if not _is(rec.get("iterations"), int) or rec["iterations"] < 1 or not all(number(rec.get(n)) for n in numbers):
+        return None
+    return rec
+
+
+def _is(value, kind: type) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)  # (True is an int in Python, not in a record)
+
+
+def number(value) -> bool:
+    """Whether ``value`` is a finite number of a record (not NaN, which JSON cannot hold)."""
+    return (_is(value, int) or _is(value, float)) and np.isfinite(value)
+
+
+def read_records(out: Path, numbers=("seconds",)) -> list[dict]:
+    """The records of ``out`` in order (:func:`read_record`); every other line is skipped."""
+    with open(out, "rb") as f:
+        return [rec for rec in map(lambda line: read_record(line, numbers), f) if rec is not None]
+
+
 def done_snapshots(out: Path, key: dict) -> dict[int, dict]:
-    """The snapshots of this run already in ``out`` (iterations → record)."""
-    found = {}
-    if out.exists():
-        for line in out.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a kill: its snapshot runs again
-            if key_text(rec.get("key", {})) == key_text(key):
-                found[rec["iterations"]] = rec
-    return found
+    """The snapshots of this run already in ``out`` (iterations → record); a line that is not a complete
+    record (:func:`read_record` with every estimate a number; e.g. cut short by a kill) is skipped: its
+    snapshot runs again."""
+    if not out.exists():
+        return {}
+    return {rec["iterations"]: rec for rec in read_records(out, ("seconds", "kde", "mixture", "rmse"))
+            if key_text(rec["key"]) == key_text(key)}
+
+
+def check_records_file(out: Path, option: str = "--out", numbers=("seconds",)) -> None:
+    """A UsageError, touching nothing, for a file that is there, holds more than blank lines and yet no
+    record (:func:`read_record` of ``numbers``): another file given by mistake, to which no record is
+    appended."""
+    if out.is_file() and out.stat().st_size and not read_records(out, numbers):
+        with open(out, "rb") as f:
+            if any(line.strip() for line in f):
+                raise UsageError(f"{option} {out} holds no record of this script (a JSON line with a run's key): it "
+                                 f"is another file; give another {option}")
 
 
 def append(out: Path, record: dict) -> None:
     """``record`` as one more line of ``out``; after a line cut short by a kill (no newline at the end),
-    on a line of its own, so that the cut line alone is skipped when read."""
+    on a line of its own, so that the cut line alone is skipped when read. A value JSON cannot hold
+    (NaN, an infinity) is a ValueError, before anything is written."""
+    line = json.dumps(record, allow_nan=False) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(out, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
         cut = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-        os.write(fd, (("\n" if cut else "") + json.dumps(record) + "\n").encode())
+        os.write(fd, (("\n" if cut else "") + line).encode())
     finally:
         os.close(fd)
 
@@ -169,7 +214,9 @@ def load_data(args):
     return X, Y, Xt, Yt
 
 
-def run_deepgp(args, overrides: dict, out: Path) -> None:
+def run_deepgp(args, overrides: dict, out: Path, data=None) -> None:
+    """Train and evaluate the run at each snapshot not in ``out``; ``data``: :func:`load_data`'s (loaded here
+    where not given)."""
     import torch
 
     from deepgp import DeepGP, fit
@@ -177,7 +224,7 @@ def run_deepgp(args, overrides: dict, out: Path) -> None:
     from deepgp.runtime import training_products_dtype
 
     torch.set_num_threads(args.threads)
-    X, Y, Xe, Ye = load_data(args)
+    X, Y, Xe, Ye = load_data(args) if data is None else data
     model_cfg, train_cfg = run_configs(args, overrides)  # (main's run() has refused a bad --set value already)
     # the key holds the values as the settings checked them ("EXP" is "exp")
     overrides = {k: getattr(model_cfg if hasattr(model_cfg, k) else train_cfg, k) for k in overrides}
@@ -202,6 +249,10 @@ def run_deepgp(args, overrides: dict, out: Path) -> None:
             raise SystemExit(f"{checkpoint} holds this run at {len(history)} iterations, past the snapshot at "
                              f"{iterations}: delete it to train from the start")
         metrics = split_metrics(model, Xe, Ye, args.draws, shapiro_points=3, seed=args.split)
+        failed = [name for name in ("test_loglik_kde", "test_loglik_mixture", "test_rmse") if not number(metrics[name])]
+        if failed or not number(float(np.mean(history[-50:]))):
+            raise SystemExit(f"the run at {iterations} iterations gave {', '.join(failed) or 'a bound'} = "
+                             f"{metrics[failed[0]] if failed else 'nan'}: not recorded")
         record = dict(key=key, iterations=iterations, seconds=round(seconds, 1),
                       bound=float(np.mean(history[-50:]) / len(X)), kde=metrics["test_loglik_kde"],
                       mixture=metrics["test_loglik_mixture"], rmse=metrics["test_rmse"], n_train=len(X),
@@ -215,9 +266,9 @@ def run_deepgp(args, overrides: dict, out: Path) -> None:
               f"({record['seconds']:.0f}s)", flush=True)
 
 
-def run_peer(args, key: dict, out: Path) -> None:
+def run_peer(args, key: dict, out: Path, data=None) -> None:
     """GPflux on the same rows and points, in the peers' virtualenv (it has no deepgp)."""
-    X, Y, Xe, Ye = load_data(args)
+    X, Y, Xe, Ye = load_data(args) if data is None else data
     done = done_snapshots(out, key)
     todo = [i for i in args.snapshots if i not in done]
     if not todo:
@@ -256,17 +307,9 @@ def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: 
     cells: dict = defaultdict(lambda: defaultdict(list))
     seconds: dict = defaultdict(lambda: defaultdict(list))
     snaps: set[int] = set()
-    records = []
-    for line in out.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        k = rec.get("key") if isinstance(rec, dict) else None
-        if not isinstance(k, dict) or "iterations" not in rec:
-            continue  # not a record of this script
-        if k["part"] == part and (splits is None or k["split"] in splits):
-            records.append(rec)
+    # (a line that is not a record, or a record without a number for the metric, is left out)
+    records = [rec for rec in read_records(out, ("seconds", metric))
+               if rec["key"]["part"] == part and (splits is None or rec["key"]["split"] in splits)]
     evaluations = [(r["key"]["points"], r["key"]["draws"]) for r in records]
     usual_evaluation = max(set(evaluations), key=evaluations.count) if evaluations else None
     for rec in records:
@@ -395,6 +438,13 @@ def run(args) -> None:
             splits = set(parse_splits(args.splits)) if args.splits else None
         except ValueError as err:
             raise UsageError(f"--splits: {err}") from None
+        if args.paper is not None:
+            from deepgp.benchmark.report import read_paper
+
+            try:
+                read_paper(args.paper)  # (a file that is not the paper's table is a bad argument)
+            except ValueError as err:
+                raise UsageError(" ".join(str(err).split())) from None
         sys.stdout.write(table(out, args.metric, args.part, Path(args.paper) if args.paper else None, splits))
         return
     check_run_arguments(args)
@@ -402,10 +452,19 @@ def run(args) -> None:
     if args.peers:
         if overrides or args.method != "vi":
             raise UsageError("--peers trains GPflux's own recipe by VI: no --set, --method vi")
-        run_peer(args, run_key(args, {}), out)
+        run_peer(args, run_key(args, {}), out, checked_data(args))
     else:
         run_configs(args, overrides)  # a bad --set value stops here, before the data are loaded
-        run_deepgp(args, overrides, out)
+        run_deepgp(args, overrides, out, checked_data(args))
+
+
+def checked_data(args):
+    """:func:`load_data`, with data that cannot be had (a data set not found, ``letters:N`` with more points
+    than the letters have) a UsageError: a bad argument, before any training."""
+    try:
+        return load_data(args)
+    except (ValueError, FileNotFoundError) as err:
+        raise UsageError(f"--dataset {args.dataset}: {' '.join(str(err).split())}") from None
 
 
 def check_run_arguments(args) -> None:
@@ -420,11 +479,22 @@ def check_run_arguments(args) -> None:
     if not snapshots or snapshots[0] < 1:
         raise UsageError(f"--snapshots must be iteration counts of at least 1, got {args.snapshots!r}")
     args.snapshots = snapshots
-    for name in ("threads", "points", "draws"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
-    if args.split < 0:
-        raise UsageError(f"--split must be 0 or more, got {args.split}")
+    from deepgp.benchmark.runner import MAX_SPLIT
+    from deepgp.datasets.uci import plain_name
+
+    for name, least in (("threads", 1), ("points", 1), ("draws", 2)):  # (a KDE of one draw has no bandwidth)
+        if getattr(args, name) < least:
+            raise UsageError(f"--{name} must be at least {least}, got {getattr(args, name)}")
+    if not 0 <= args.split <= MAX_SPLIT:  # (it seeds the split's RandomState)
+        raise UsageError(f"--split must be in [0, {MAX_SPLIT}], got {args.split}")
+    name, colon, size = args.dataset.partition(":")
+    if name == "letters" and colon and not (size.isdigit() and size.isascii() and int(size) >= 2):
+        raise UsageError(f"--dataset letters:N takes N training points, at least 2, got {args.dataset!r}")
+    if name != "letters" and not plain_name(args.dataset):
+        raise UsageError(f"--dataset must be a data set's name (letters, digits and _ . + -) or letters[:N], "
+                         f"got {args.dataset!r}")
+    if args.data_dir is not None and not Path(args.data_dir).is_dir():  # (not $DEEPGP_DATA in its place)
+        raise UsageError(f"--data-dir {args.data_dir} is not a folder")
     if Path(args.checkpoints).exists() and not Path(args.checkpoints).is_dir():
         raise UsageError(f"--checkpoints {args.checkpoints} is a file, not a folder")
     out = Path(args.out)
@@ -433,6 +503,7 @@ def check_run_arguments(args) -> None:
         check_writable(out, "--out's records")
     except (ValueError, OSError) as err:
         raise UsageError(" ".join(str(err).split())) from None
+    check_records_file(out)
 
 
 if __name__ == "__main__":

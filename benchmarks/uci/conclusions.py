@@ -568,7 +568,8 @@ def evidence_from_rows(rows: list[dict]) -> Evidence:
     iterations = {cell(g): max(v.values()) for g, v in summarise(rows, "iterations").items()}
     ev.budget = {c: (tuple(sorted({s for s, _ in ev.runs[c]})), len(ev.runs[c]), iterations[c]) for c in ev.runs}
     for r in rows:  # N = training + test points (a test set capped by test_limit only where N > 10 × the cap)
-        ev.n[r["dataset"]] = max(ev.n.get(r["dataset"], 0), r["n_train"] + r["n_test"])
+        if r["n_train"] is not None and r["n_test"] is not None:  # (unknown in a file they were deleted from)
+            ev.n[r["dataset"]] = max(ev.n.get(r["dataset"], 0), r["n_train"] + r["n_test"])
     return ev
 
 

@@ -38,6 +38,11 @@ import stat
 import types
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover (Windows)
+    fcntl = None
+
 import numpy as np
 import torch
 
@@ -156,14 +161,74 @@ def check_writable(path, what: str = "the file") -> Path:
     return path
 
 
-def check_output(path, what: str, inputs=()) -> Path:
+def check_output(path, what: str, inputs=(), outputs=()) -> Path:
     """:func:`check_writable`, and a ValueError if ``path`` is one of ``inputs``, the files the command
-    reads (writing there would replace what it was given). Call before any work."""
+    reads (writing there would replace what it was given), or one of ``outputs`` ((what, path) pairs:
+    the command's other outputs, of which one would replace the other). Files are compared by identity
+    (:func:`same_file`): a link is the file it names. Call before any work."""
     path = check_writable(path, what)
     for source in inputs:
-        if source is not None and path.exists() and Path(source).exists() and path.samefile(source):
+        if source is not None and Path(source).exists() and same_file(path, source):
             raise ValueError(f"cannot write {what} to {path}: it is the command's own input {source}")
+    for other_what, other in outputs:
+        if other is not None and same_file(path, other):
+            raise ValueError(f"cannot write {what} to {path}: {other_what} goes there ({other}); give each its "
+                             "own file")
     return path
+
+
+def same_file(a, b) -> bool:
+    """Whether the names ``a`` and ``b`` are one file: by identity (device and inode) where both exist,
+    so that a symbolic or hard link is the file it names; else by their resolved paths (``x`` and
+    ``./x``, or a link to where a file will be written, are one file not yet written)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+@contextlib.contextmanager
+def locked(path, create: bool = False):
+    """An exclusive lock on the file ``path`` names, held while the block runs; yields a descriptor of
+    it open for appending (``os.write`` of a whole line on it is one atomic append).
+
+    The lock belongs to the file, not to the name: every name of it (a symbolic or hard link) shares
+    it, and a file replaced under its name while this waited (:func:`write_bytes`) is locked afresh.
+    No lock file is made beside it. ``create``: a missing file is created empty first. A process that
+    dies releases its lock. (Where the system has no ``flock``, a lock file ``<resolved name>.lock``
+    beside it stands in, shared by the names that resolve to it.)"""
+    real = os.path.realpath(path)
+    flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+    if fcntl is None:  # pragma: no cover (Windows)
+        import filelock
+
+        with filelock.FileLock(real + ".lock"):
+            fd = os.open(real, flags, 0o666)
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+        return
+    while True:
+        fd = os.open(real, flags, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if _identity(os.fstat(fd)) == _identity_of(real):
+                yield fd
+                return
+        finally:
+            os.close(fd)  # (which releases the lock)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _identity_of(path) -> tuple[int, int] | None:
+    try:
+        return _identity(os.stat(path))
+    except FileNotFoundError:
+        return None
 
 
 def _temporary(path: Path) -> Path:

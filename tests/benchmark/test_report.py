@@ -444,3 +444,66 @@ def test_a_report_it_cannot_write_is_refused_in_one_line_naming_it(tmp_path, cap
     before = results.read_bytes()
     assert main(["report", str(results), "--out", str(results)]) == 2  # it would replace its own results
     assert "it is the command's own input" in capsys.readouterr().err and results.read_bytes() == before
+
+
+@pytest.mark.parametrize("figure, out", [("SAME", "SAME"), ("RESULTS", None), ("PAPER", None), ("LINK", "SAME"),
+                                         ("x.pdf", "RESULTS"), ("SAME", "LINK")])
+def test_every_output_is_checked_against_the_inputs_and_the_other_output_before_any_work(tmp_path, capsys, figure,
+                                                                                            out):
+    """``--out x.pdf --figure x.pdf`` lost the report (the figure replaced it), and a --figure naming the
+    results file replaced the results: each is refused before anything is drawn or written, and every
+    file stays as it was."""
+    from deepgp.cli import main
+
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,D,GP_VI,GP_VI_se\nboston,506,13,0.02,0.00\n")
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0]})
+    (tmp_path / "LINK.pdf").symlink_to(tmp_path / "SAME.pdf")  # (a link to where the report goes)
+    (tmp_path / "results.png").symlink_to(results)  # (a figure's name, and yet the results)
+    (tmp_path / "paper.png").symlink_to(paper)
+    names = {"SAME": tmp_path / "SAME.pdf", "LINK": tmp_path / "LINK.pdf", "RESULTS": tmp_path / "results.png",
+             "PAPER": tmp_path / "paper.png"}
+    args = ["report", str(results), "--paper", str(paper), "--figure", str(names.get(figure, tmp_path / figure))]
+    if out is not None:
+        args += ["--out", str(names[out])]
+    before = {p: p.read_bytes() for p in (results, paper)}
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ("goes there" in err or "the command's own input" in err)
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["LINK.pdf", "paper.csv", "paper.png", "r.csv",
+                                                          "results.png"]
+
+
+def test_a_table_of_the_paper_that_is_not_text_is_named_in_the_error(tmp_path, capsys):
+    from deepgp.cli import main
+
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0]})
+    table = tmp_path / "t1.csv"
+    table.write_bytes(b"dataset,GP_VI\nboston,\xff\n")
+    for option in ("--paper", "--shapiro"):
+        assert main(["report", str(results), option, str(table)]) == 2
+        assert capsys.readouterr().err == f"deepgp report: error: {option} {table} is not a table of text in UTF-8\n"
+
+
+@pytest.mark.parametrize("args, says", [([""], "the results file: expected a file name, got ''"),
+                                        (["DIR"], "the results file DIR is not a file"),
+                                        (["R", "--paper", ""], "--paper: expected a file name, got ''"),
+                                        (["R", "--shapiro", "DIR"], "--shapiro DIR is not a file"),
+                                        (["R", "--paper", "MISSING"], "--paper MISSING: no such file")])
+def test_an_input_that_is_no_file_is_one_line_naming_its_option(tmp_path, capsys, args, says):
+    """``--paper ''`` was read as no --paper at all; a folder as the results was "Is a directory: .\""""
+    from deepgp.cli import main
+
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0]})
+    names = {"R": str(results), "DIR": str(tmp_path), "MISSING": str(tmp_path / "missing.csv")}
+    capsys.readouterr()
+    assert main(["report", *(names.get(a, a) for a in args)]) == 2
+    out, err = capsys.readouterr()
+    for name, path in names.items():
+        says = says.replace(name, path) if name != "R" else says
+    assert out == "" and err.startswith(f"deepgp report: error: {says}") and err.count("\n") == 1

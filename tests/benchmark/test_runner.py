@@ -1,5 +1,6 @@
 """Benchmark runner: rows, resuming, interrupted and damaged rows, claims, parallel and Dask executors, the CLI."""
 
+import contextlib
 import csv
 import math
 import multiprocessing as mp
@@ -328,28 +329,33 @@ def hold_claim(path: Path) -> subprocess.Popen:
     return proc
 
 
-def _benchmark_after(barrier, todo, results):
+def _benchmark_after(barrier, todo, results, run):
     barrier.wait()
-    runner.run_benchmark(todo, results, run=fake_run, log=quiet)
+    runner.run_benchmark(todo, results, run=run, log=quiet)
+
+
+def run_together(todo, names, run=fake_run, timeout: float = 60) -> None:
+    """``run_benchmark(todo)`` in one forked process per results file name, all started at once; each
+    must finish, with exit status 0."""
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(len(names))
+    procs = [ctx.Process(target=_benchmark_after, args=(barrier, todo, name, run), daemon=True) for name in names]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(timeout)
+        assert [p.exitcode for p in procs] == [0] * len(procs)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
 
 
 @pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
 def test_two_processes_on_one_results_file_run_each_configuration_once(tmp_path):
     results = tmp_path / "r.csv"
-    todo = fake_configs(sleep=1.0)  # long enough for the two processes to overlap
-    ctx = mp.get_context("fork")
-    barrier = ctx.Barrier(2)
-    procs = [ctx.Process(target=_benchmark_after, args=(barrier, todo, results), daemon=True) for _ in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(30)
-        assert [p.exitcode for p in procs] == [0, 0]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
+    run_together(fake_configs(sleep=1.0), [results, results])  # (1 s: long enough for the two to overlap)
     assert sorted(r["dataset"] for r in runner.read_results(results)) == ["a", "b"]
     assert not results.with_name("r.csv.claims").exists()  # every lock file removed with its row, then the folder
 
@@ -408,7 +414,7 @@ def test_a_failed_configuration_releases_its_claim(tmp_path):
         raise FloatingPointError("bound became nan")
 
     assert runner.run_benchmark(todo, results, run=broken, log=quiet) == 1
-    assert runner.claim_path(results, todo[0]).exists()  # no row, so the lock file stays (unheld)
+    assert not results.with_name("r.csv.claims").exists()  # nothing left behind
     assert runner.run_benchmark(todo, results, run=fake_run, log=quiet) == 0
     assert len(runner.read_results(results)) == 1 and not results.with_name("r.csv.claims").exists()
 
@@ -501,7 +507,7 @@ def test_cli_dask_missing_is_one_line_before_anything_is_claimed(data_dir, tmp_p
     (",".join(runner.COLUMNS) + "\n", "x.csv holds no complete results rows"),
     (",".join(runner.COLUMNS) + '\ngarbage,"oops\n',
      "x.csv holds no complete results rows (ignored its damaged line 2)"),
-    (None, "No such file or directory: "),
+    (None, ": no such file"),
 ])
 def test_cli_report_of_a_file_without_results_is_a_one_line_error(tmp_path, capsys, content, says):
     path = tmp_path / "x.csv"
@@ -757,3 +763,265 @@ def test_rows_no_run_writes_count_as_damaged(tmp_path):
     loaded = runner.load_results(results)
     assert row["dataset"] == "a" and [r["dataset"] for r in loaded.rows] == ["a", "e", "f"]
     assert loaded.damaged == [3, 4, 5, 6]
+
+
+# -- refusals touch nothing ----------------------------------------------------------------------
+SAFETENSORS_LIKE = b"\x58\x00\x00\x00\x00\x00\x00\x00{\"__metadata__\":{\"format\":\"deepgp-model/2\"}}" + bytes(40)
+
+
+@pytest.mark.parametrize("content", [b"abc", SAFETENSORS_LIKE, b"a,b\n1,2", b"\xef\xbb\xbfdataset,x\nboston,1",
+                                     b"dataset,model,method\nboston,GP,vi"],
+                         ids=["text", "model", "table", "bom-table", "too-few-columns"])
+def test_a_file_refused_as_results_is_left_byte_for_byte(data_dir, tmp_path, capsys, content):
+    """``deepgp benchmark --results m.safetensors`` (a typo): one line, exit 2, and the file as it was, its
+    last line not "mended" with a newline; no lock file or claims folder beside it either."""
+    given = tmp_path / "m.safetensors"
+    given.write_bytes(content)
+    status, err = run_main(["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0",
+                            "--iterations", "1", "--data-dir", str(data_dir), "--results", str(given)], capsys)
+    assert status == 2 and len(err.splitlines()) == 1 and "is not a deepgp results file" in err
+    assert given.read_bytes() == content and [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]
+    with pytest.raises(ValueError, match="is not a deepgp results file"):
+        runner.prepare_results(given)
+    assert given.read_bytes() == content and [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]
+
+
+def test_a_results_file_that_is_no_regular_file_is_refused_before_it_is_opened(tmp_path, capsys):
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)  # (opening a pipe to read its header would wait for a writer for ever)
+    status, err = run_main(["benchmark", "--datasets", "toya", "--results", str(fifo)], capsys)
+    assert status == 2 and "not a regular file" in err
+
+
+def test_results_named_by_an_empty_string_is_one_line_naming_the_option(capsys):
+    status, err = run_main(["benchmark", "--results", ""], capsys)
+    assert (status, err) == (2, "deepgp benchmark: error: --results: expected a file name, got ''\n")
+
+
+# -- claims follow the file ----------------------------------------------------------------------
+def counted_run(config: dict) -> list[dict]:
+    """:func:`fake_run`, each call recorded as a line of the file ``config["calls"]``."""
+    with open(config["calls"], "a") as f:
+        f.write(config["dataset"] + "\n")
+    return fake_run(config)
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork")
+@pytest.mark.parametrize("other_name", ["symlink", "dot"])
+def test_two_runs_through_two_names_of_one_file_run_each_configuration_once(tmp_path, other_name):
+    """One run names r.csv, another a symbolic link to it (or ./r.csv from another folder): the claims are
+    the file's, so each configuration runs once and has one row."""
+    results = tmp_path / "r.csv"
+    if other_name == "symlink":
+        (tmp_path / "elsewhere").mkdir()
+        other = tmp_path / "elsewhere" / "link.csv"
+        other.symlink_to(results)
+    else:
+        other = tmp_path / "sub" / ".." / "." / "r.csv"
+        (tmp_path / "sub").mkdir()
+    calls = tmp_path / "calls.txt"
+    run_together(fake_configs("abcdefgh", sleep=0.5, calls=str(calls)), [results, other], counted_run)
+    assert sorted(calls.read_text().split()) == list("abcdefgh")  # each ran once
+    assert sorted(r["dataset"] for r in runner.read_results(results)) == list("abcdefgh")
+    assert results.is_file() and not results.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == sorted([
+        "calls.txt", "elsewhere" if other_name == "symlink" else "sub", "r.csv"])  # no claims left, no lock file
+
+
+def test_a_row_written_meanwhile_through_another_name_is_not_written_twice(tmp_path):
+    """The file is read again under its lock right before a row is written: a row that another process
+    wrote meanwhile, through a hard link (a name whose claims are not this one's), is not written again."""
+    results, link = tmp_path / "r.csv", tmp_path / "hard.csv"
+    todo = fake_configs("a")
+    runner.prepare_results(results)
+    os.link(results, link)
+
+    def finished_elsewhere_meanwhile(config):
+        rows = fake_run(config)
+        runner.run_benchmark([config], link, run=lambda c: rows, log=quiet)  # the other run, done first
+        return rows
+
+    logs = []
+    assert runner.run_benchmark(todo, results, run=finished_elsewhere_meanwhile, log=logs.append) == 0
+    assert len(runner.read_results(results)) == 1 and len(runner.read_results(link)) == 1
+    assert "a GP vi split 0 seed 0: not written, already in" in logs[1]
+
+
+def test_a_snapshot_row_is_not_written_while_another_process_runs_its_budget(tmp_path):
+    """A --snapshots run beside a plain run of the snapshot's budget: the snapshot's row is the plain
+    run's to write (it holds the claim), so the file gets that row once."""
+    results = tmp_path / "r.csv"
+    (plain,) = runner.make_configs(["a"], [("GP", "vi")], [0], iterations=2)
+    (long,) = runner.make_configs(["a"], [("GP", "vi")], [0], iterations=4, snapshots=[2])
+    holder = hold_claim(runner.claim_path(results, plain))  # the plain run, running
+    try:
+        assert runner.run_benchmark([long], results, run=fake_snapshots, log=quiet) == 0
+        assert [r["iterations"] for r in runner.read_results(results)] == [4]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert runner.run_benchmark([plain], results, run=fake_snapshots, log=quiet) == 0  # it finishes
+    assert runner.run_benchmark([long], results, run=fake_snapshots, log=quiet) == 0
+    assert sorted(r["iterations"] for r in runner.read_results(results)) == [2, 4]
+
+
+# -- shutdown ------------------------------------------------------------------------------------
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            pass  # (gone meanwhile)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_workers_end_with_the_benchmark_and_its_rows_stay(data_dir, tmp_path, sig):
+    """``deepgp benchmark --jobs 2`` killed (SIGKILL: no code of its own runs) or terminated: no worker
+    stays behind (they used to wait on a pipe for ever), the rows written stay, and SIGTERM is handled as
+    Ctrl-C is: exit status 143, claims released."""
+    results = tmp_path / "r.csv"
+    cmd = [sys.executable, "-m", "deepgp", "benchmark", "--datasets", "toya,toyb", "--models", "GP:vi,LV-GP:iw",
+           "--splits", "0-9", "--iterations", "300", "--num-inducing", "8", "--test-limit", "20",
+           "--predict-samples", "50", "--shapiro-points", "10", "--jobs", "2", "--data-dir", str(data_dir),
+           "--results", str(results)]
+    env = {k: v for k, v in os.environ.items() if k != "DEEPGP_DEBUG"} | {"OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    workers = []
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            if results.exists() and len(results.read_bytes().splitlines()) >= 2:  # a row is written
+                break
+            time.sleep(0.2)
+        workers = _children(proc.pid)
+        assert proc.poll() is None and len(workers) == 2, proc.stderr.read() if proc.poll() is not None else workers
+        rows = len(runner.read_results(results))
+        proc.send_signal(sig)
+        status = proc.wait(30)
+        gone = time.monotonic() + 10
+        while any(map(_alive, workers)) and time.monotonic() < gone:
+            time.sleep(0.1)
+        assert not any(map(_alive, workers))
+    finally:  # (a worker left behind by a failure here is this test's, and would wait for ever)
+        if proc.poll() is None:
+            proc.kill()
+        for pid in workers:
+            with contextlib.suppress(OSError):
+                if _alive(pid) and str(results).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    os.kill(pid, signal.SIGKILL)
+    loaded = runner.load_results(results)
+    assert len(loaded.rows) >= rows >= 1 and loaded.damaged == []
+    if sig == signal.SIGTERM:
+        assert status == 143 and proc.stderr.read().strip().splitlines()[-1] == "deepgp benchmark: terminated"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]  # no claims, no lock file
+    else:
+        assert status == -signal.SIGKILL
+
+
+# -- hand-edited results files -------------------------------------------------------------------
+def test_a_results_file_saved_with_a_byte_order_mark_keeps_its_rows(tmp_path, capsys):
+    """A spreadsheet's "CSV UTF-8" starts with a byte order mark: the file is read, resumed and reported."""
+    results = tmp_path / "r.csv"
+    todo = fake_configs("ab")
+    runner.run_benchmark(todo[:1], results, run=fake_run, log=quiet)
+    results.write_bytes(b"\xef\xbb\xbf" + results.read_bytes().replace(b"\n", b"\r\n"))
+    assert [r["dataset"] for r in runner.load_results(results).rows] == ["a"]
+    calls = []
+    assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c) or fake_run(c), log=quiet) == 0
+    assert [c["dataset"] for c in calls] == ["b"]
+    loaded = runner.load_results(results)
+    assert [r["dataset"] for r in loaded.rows] == ["a", "b"] and loaded.damaged == []
+    assert main(["report", str(results)]) == 0 and "| a | GP (VI) | 1 |" in capsys.readouterr().out
+
+
+def _without(results: Path, column: str) -> None:
+    rows = list(csv.DictReader(open(results)))
+    kept = [c for c in runner.COLUMNS if c != column]
+    with open(results, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(kept)
+        w.writerows([r[c] for c in kept] for r in rows)
+
+
+@pytest.mark.parametrize("column", ["seconds", "n_train", "n_test"])
+def test_a_column_deleted_by_hand_beside_the_key_is_unknown_not_damage(tmp_path, capsys, column):
+    """Deleting ``seconds`` made the report a KeyError; deleting ``n_train`` made ``deepgp benchmark`` rewrite
+    the file with every row damaged, and run them all again. Such a column is unknown: rows keep."""
+    results = tmp_path / "r.csv"
+    todo = fake_configs("ab")
+    runner.run_benchmark(todo, results, run=fake_run, log=quiet)
+    _without(results, column)
+    calls = []
+    assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c), log=quiet) == 0
+    assert calls == []
+    loaded = runner.load_results(results)
+    assert len(loaded.rows) == 2 and loaded.damaged == []
+    assert all(r[column] in ("", None) or math.isnan(r[column]) for r in loaded.rows)
+    assert main(["report", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "| a | GP (VI) | 1 |" in out and "nan" not in out
+    if column == "seconds":
+        assert "Total compute: 0.00 h over 2 runs, 2 of them of unknown time" in out and out.count(" – |\n") >= 2
+
+
+# -- names ---------------------------------------------------------------------------------------
+def test_a_data_file_whose_name_is_not_a_plain_name_is_left_out(data_dir, tmp_path, capsys):
+    """A file "ya\\ncht.csv.gz" made a row spanning two lines (one damaged line run again for ever, and a
+    data set 'cht"' in the report). Such a name is refused where given and left out of --datasets all."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "toy\na.csv.gz").write_bytes((data_dir / "toya.csv.gz").read_bytes())
+    results = tmp_path / "r.csv"
+    base = ["benchmark", "--models", "GP:vi", "--splits", "0", "--iterations", "1", "--data-dir", str(folder),
+            "--results", str(results)]
+    status, err = run_main([*base, "--datasets", "toy\na"], capsys)
+    assert status == 2 and "a data set's name is a letter or digit" in err and not results.exists()
+    status, err = run_main([*base, "--datasets", "all"], capsys)
+    assert status == 2 and "deepgp: warning: ignoring the data file 'toy\\na.csv.gz'" in err
+    assert "no NAME.csv.gz in" in err and not results.exists()
+    # a row of such a name, as an older deepgp wrote it: both its lines are damaged, no data set 'a"'
+    runner.run_benchmark(fake_configs("b"), results, run=fake_run, log=quiet)
+    with open(results, "a") as f:
+        f.write(runner.format_row(fake_row(fake_configs("b")[0]) | {"dataset": "toy\na"}))
+    loaded = runner.load_results(results)
+    assert [r["dataset"] for r in loaded.rows] == ["b"] and loaded.damaged == [3, 4]
+
+
+def test_a_data_dir_given_that_is_not_a_folder_is_refused_not_replaced_by_the_environment(
+        data_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DEEPGP_DATA", str(data_dir))  # where toya is: it used to be found there
+    results = tmp_path / "r.csv"
+    status, err = run_main(["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0",
+                            "--data-dir", str(tmp_path / "typo"), "--results", str(results)], capsys)
+    assert status == 2 and f"--data-dir '{tmp_path / 'typo'}' is not a folder" in err and not results.exists()
+
+
+def test_a_row_saved_by_a_spreadsheet_keeps_its_key(tmp_path):
+    """A spreadsheet writes 1e-05 as 1.00E-05 and False as FALSE: the row is still the same
+    configuration's, not one run again beside it."""
+    results = tmp_path / "r.csv"
+    todo = fake_configs("a")
+    runner.run_benchmark(todo, results, run=fake_run, log=quiet)
+    header, line = results.read_text().splitlines()
+    cells = next(csv.reader([line]))
+    for name, text in (("inner_q_sqrt", "1.00E-05"), ("train_inner_kernel_variance", "FALSE"), ("natgrad", "TRUE"),
+                       ("likelihood_variance", "0.0100"), ("encoder_hidden", "20, 20")):
+        cells[runner.COLUMNS.index(name)] = text
+    with open(results, "w", newline="") as f:
+        csv.writer(f, lineterminator="\r\n").writerows([header.split(","), cells])
+    calls = []
+    assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c), log=quiet) == 0
+    assert calls == [] and len(runner.read_results(results)) == 1

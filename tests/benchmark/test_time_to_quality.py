@@ -2,6 +2,7 @@
 averages only like with like."""
 
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -109,25 +110,35 @@ def test_only_a_float64_model_opted_out_of_float32_products_has_them_in_its_key(
     assert keys["0", "float32"] == keys[None, "float32"] and "products" not in keys[None, "float32"]
 
 
+KEY = dict(system="deepgp", dataset="letters:60", model="GP", method="vi", split=0, part="test", recipe="fast",
+           overrides={}, points=20, draws=20)
+
+
 def test_a_record_after_a_line_cut_by_a_kill_starts_a_line_of_its_own(ttq, tmp_path):
     import json
 
     out = tmp_path / "runs.jsonl"
     out.write_text('{"key": {"system": "deepgp", "dataset": "let')  # a kill mid-write: no newline
-    ttq.append(out, {"key": {"a": 1}, "iterations": 10})
-    ttq.append(out, {"key": {"a": 1}, "iterations": 20})
+    ttq.append(out, {"key": KEY, "iterations": 10, "seconds": 1.0, "kde": 0.1, "mixture": 0.2, "rmse": 0.3})
+    ttq.append(out, {"key": KEY, "iterations": 20, "seconds": 2.0, "kde": 0.1, "mixture": 0.2, "rmse": 0.3})
     lines = out.read_text().splitlines()
     assert len(lines) == 3 and [json.loads(line)["iterations"] for line in lines[1:]] == [10, 20]
-    assert sorted(ttq.done_snapshots(out, {"a": 1})) == [10, 20]
+    assert sorted(ttq.done_snapshots(out, KEY)) == [10, 20]
 
 
 @pytest.mark.parametrize("flags", [["--snapshots", "abc"], ["--snapshots", "0"], ["--threads", "0"],
-                                   ["--draws", "0"], ["--points", "-1"], ["--split", "-1"],
-                                   ["--set", "lr=nan"], ["--checkpoints", "FILE"], ["--out", "DIR"]])
+                                   ["--draws", "0"], ["--draws", "1"], ["--points", "-1"], ["--split", "-1"],
+                                   ["--split", "4294967296"], ["--dataset", "letters:abc"],
+                                   ["--dataset", "letters:1e3"], ["--dataset", "letters:99999"],
+                                   ["--dataset", "no_such_set"], ["--dataset", "a\nb"], ["--data-dir", "NOPE"],
+                                   ["--set", "lr=nan"], ["--checkpoints", "FILE"], ["--out", "DIR"],
+                                   ["--out", "MODEL"]])
 def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path, monkeypatch, capsys, flags):
     (tmp_path / "FILE").write_text("")
     (tmp_path / "DIR").mkdir()
-    flags = [str(tmp_path / f) if f in ("FILE", "DIR") else f for f in flags]
+    (tmp_path / "MODEL").write_bytes(b"X\x00\x00\x00\x00\x00\x00\x00{" + bytes(20))  # (no newline at its end)
+    monkeypatch.setenv("DEEPGP_DATA", str(tmp_path / "DIR"))
+    flags = [str(tmp_path / f) if f in ("FILE", "DIR", "MODEL", "NOPE") else f for f in flags]
     trained = []
     monkeypatch.setattr(ttq, "run_deepgp", lambda *a: trained.append(a))
     argv = ["time_to_quality.py", "--dataset", "letters:60", "--out", str(tmp_path / "o.jsonl"),
@@ -137,3 +148,41 @@ def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path
         ttq.main()
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 2 and trained == [] and err[-1].startswith("time_to_quality.py: error: ")
+    assert (tmp_path / "MODEL").read_bytes() == b"X\x00\x00\x00\x00\x00\x00\x00{" + bytes(20)  # as it was
+
+
+def test_lines_that_are_not_records_are_skipped_by_the_run_and_the_table(ttq, tmp_path):
+    """``42``, ``null``, a record lacking a field of its key or of another type, a NaN, bytes that are not
+    text: each such line of --out is left out (they were tracebacks: AttributeError, KeyError)."""
+    import json
+
+    good = dict(key=KEY, iterations=10, seconds=1.0, kde=0.5, mixture=0.6, rmse=0.3, bound=-1.0)
+    lacking = dict(good, key={k: v for k, v in KEY.items() if k != "points"})
+    odd = ["42", "null", "[]", '"text"', json.dumps(lacking), json.dumps(dict(good, key=dict(KEY, split="0"))),
+           json.dumps(dict(good, iterations=True)), json.dumps(dict(good, iterations=20, kde=float("nan"))),
+           '{"key": {"system": "deep']
+    out = tmp_path / "runs.jsonl"
+    out.write_bytes("\n".join([*odd, json.dumps(good)]).encode() + b"\n\xff\xfe\n[[[[[[[[[[\n")
+    assert list(ttq.done_snapshots(out, KEY)) == [10]  # (at 20: its KDE is no number, so it runs again)
+    for metric in ("kde", "mixture", "seconds"):
+        lines = ttq.table(out, metric, "test").splitlines()
+        assert len(lines) == 3 and "nan" not in lines[2].lower()
+        assert lines[0].endswith("| 0.01K |" if metric == "kde" else "| 0.01K | 0.02K |")
+
+
+def test_a_run_whose_evaluation_is_not_finite_records_nothing(ttq, tmp_path, monkeypatch, capsys):
+    """A NaN estimate is an error (exit status 1) naming it, not a record holding NaN (not JSON)."""
+    import deepgp.metrics
+
+    real = deepgp.metrics.split_metrics
+    monkeypatch.setattr(deepgp.metrics, "split_metrics", lambda *a, **k: real(*a, **k) | {"test_loglik_kde": math.nan})
+    out = tmp_path / "runs.jsonl"
+    monkeypatch.setattr(sys, "argv", ["time_to_quality.py", "--dataset", "letters:60", "--model", "GP", "--method",
+                                      "vi", "--points", "20", "--draws", "20", "--snapshots", "2", "--out", str(out),
+                                      "--checkpoints", str(tmp_path / "ck")])
+    with pytest.raises(SystemExit, match="gave test_loglik_kde = nan: not recorded") as exit_:
+        ttq.main()
+    assert exit_.value.code != 0 and not out.exists()
+    with pytest.raises(ValueError):
+        ttq.append(out, dict(key=KEY, iterations=1, seconds=1.0, kde=math.nan))
+    assert not out.exists()

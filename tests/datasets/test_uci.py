@@ -39,6 +39,7 @@ def test_search_order_env_and_cache(tmp_path, monkeypatch):
 def test_missing_dataset_says_where_and_how(tmp_path, monkeypatch):
     monkeypatch.setenv(uci.ENV_VAR, str(tmp_path / "env"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "given").mkdir()
     with pytest.raises(FileNotFoundError) as info:
         uci.load_uci("boston", tmp_path / "given")
     msg = str(info.value)
@@ -46,6 +47,29 @@ def test_missing_dataset_says_where_and_how(tmp_path, monkeypatch):
         assert str(tmp_path / folder) in msg
     assert "Provide it with deepgp.datasets.download_uci('boston')" in msg and "DEEPGP_DATA" in msg
     assert "did you mean" not in msg
+
+
+def test_a_data_folder_given_that_does_not_exist_is_an_error_not_a_reason_to_look_elsewhere(tmp_path, monkeypatch):
+    monkeypatch.setenv(uci.ENV_VAR, str(tmp_path / "env"))
+    uci.write_uci(tmp_path / "env" / "toy.csv.gz", np.ones((4, 3)))
+    for look in (lambda: uci.find_uci("toy", tmp_path / "typo"), lambda: uci.list_uci(tmp_path / "typo")):
+        with pytest.raises(FileNotFoundError, match=r"the data folder .*typo does not exist"):
+            look()
+    assert uci.find_uci("toy") == tmp_path / "env" / "toy.csv.gz"
+
+
+@pytest.mark.parametrize("name", ["two\nlines", "a,b", "with space", '"quoted"', "../up", ".hidden", "", "x" * 101])
+def test_a_data_set_name_is_a_plain_name(tmp_path, monkeypatch, name):
+    """A name goes into results rows (one line each) and reports: one that holds a line break, a comma, a
+    quote or a path is refused where it is given, and a file of such a name is left out of a listing."""
+    monkeypatch.setenv(uci.ENV_VAR, str(tmp_path))
+    with pytest.raises(ValueError, match="a data set's name is a letter or digit"):
+        uci.find_uci(name)
+    if name and "/" not in name and len(name) < 100:
+        uci.write_uci(tmp_path / f"{name}.csv.gz", np.ones((4, 3)))
+        uci.write_uci(tmp_path / "fine_1.2-x+y.csv.gz", np.ones((4, 3)))
+        with pytest.warns(UserWarning, match="ignoring the data file"):
+            assert uci.list_uci(tmp_path) == ["fine_1.2-x+y"]
 
 
 def test_missing_dataset_suggests_a_near_name(tmp_path, monkeypatch):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
+from pathlib import Path
 
 from ..cli import add_settings, positive_int
 from ..config import RECIPE_ITERATIONS, BenchmarkConfig, ModelConfig, SGHMCConfig, TrainConfig, settings_of
@@ -117,10 +119,37 @@ def _snapshots(text: str) -> tuple[int, ...]:
     return budgets
 
 
-def _benchmark(args) -> int:
-    from ..datasets.uci import find_uci, list_uci, search_dirs
-    from .runner import make_configs, model_methods, run_benchmark
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: the rows written stay, claims are released, workers stop."""
 
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
+def _benchmark(args) -> int:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # (only the main thread handles signals)
+        return _run_benchmark(args)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _run_benchmark(args)
+    except Terminated:
+        print("deepgp benchmark: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_benchmark(args) -> int:
+    from ..datasets.uci import find_uci, list_uci, search_dirs
+    from .runner import check_results, make_configs, model_methods, run_benchmark
+
+    check_results(args.results, "--results")  # before any work; touches nothing
+    if args.data_dir is not None and not os.path.isdir(args.data_dir):  # (not $DEEPGP_DATA in its place)
+        raise ValueError(f"--data-dir {args.data_dir!r} is not a folder")
     iterations = RECIPE_ITERATIONS[args.recipe] if args.iterations is None else args.iterations
     above = [s for s in args.snapshots if s >= iterations]
     if above:  # here, not in argparse: the default --iterations is the recipe's
@@ -150,19 +179,36 @@ def _benchmark(args) -> int:
     return 1 if failed else 0
 
 
+def _input_file(path: str, option: str) -> None:
+    """A ValueError (FileNotFoundError) naming ``option`` unless ``path`` names a regular file."""
+    if not path.strip():
+        raise ValueError(f"{option}: expected a file name, got {path!r}")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{option} {path}: no such file")
+    if not os.path.isfile(path):
+        raise ValueError(f"{option} {path} is not a file (a folder or a pipe?)")
+
+
 def _report(args) -> int:
     from ..storage import check_output, write_bytes
     from .report import against_paper_figure, write_report
 
-    if args.out is not None:  # a folder, a read-only file or one of the report's inputs: said before any work
-        check_output(args.out, "the report", [args.results, args.paper, args.shapiro])
-    figure = None
+    for option, path in (("the results file", args.results), ("--paper", args.paper), ("--shapiro", args.shapiro)):
+        if path is not None:  # ("" is a name given, not no --paper)
+            _input_file(path, option)
+    # every output, before any work: not a folder, a read-only file, one of the inputs or the other output
+    inputs = [args.results, args.paper, args.shapiro]
+    if args.out is not None:
+        check_output(args.out, "the report", inputs, [("the figure", args.figure)])
     if args.figure is not None:
         from ..plotting import check_figure_path
 
         if args.paper is None:
             raise ValueError("--figure draws ours against the paper: give its table with --paper")
         check_figure_path(args.figure)
+        Path(args.figure).parent.mkdir(parents=True, exist_ok=True)  # (as save_figure would)
+        check_output(args.figure, "the figure", inputs, [("the report", args.out)])
+    figure = None
     reference = reference_of(args)
     text = write_report(args.results, None, args.paper, args.metric, args.shapiro, reference)
     if args.figure is not None:  # drawn before anything is written: a figure that cannot be is an error alone

@@ -10,6 +10,7 @@ its longest; the per-dataset table then shows its trend against the budget befor
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 from collections import defaultdict
@@ -37,7 +38,7 @@ def read_paper(path, option: str = "--paper") -> dict[tuple[str, str, str], tupl
     from ..baselines import network_name
 
     out = {}
-    with open(path, newline="", encoding="utf-8-sig") as f:
+    with _table(path, option) as f:
         reader = csv.DictReader(f)
         if "dataset" not in (reader.fieldnames or []):
             raise ValueError(f"{option} {path} is not a table of the paper: it has no 'dataset' column")
@@ -52,7 +53,7 @@ def read_paper(path, option: str = "--paper") -> dict[tuple[str, str, str], tupl
                         continue
                     se = rec.get(col + "_se") or "nan"
                     out[(rec["dataset"], model, lower)] = (float(value), float(se))
-        except (ValueError, TypeError) as err:
+        except (ValueError, TypeError) as err:  # (UnicodeDecodeError is _table's)
             raise ValueError(f"{option} {path}, line {reader.line_num}: {err}") from None
     if not out:
         raise ValueError(f"{option} {path} is not a table of the paper: no column like GP-GP_VI or LV-GP_IWVI "
@@ -63,7 +64,7 @@ def read_paper(path, option: str = "--paper") -> dict[tuple[str, str, str], tupl
 def read_paper_sizes(path) -> dict[str, int]:
     """The size N of each data set of the paper's table (its ``N`` column): {dataset: N}; {} where the
     table has no ``N`` column."""
-    with open(path, newline="", encoding="utf-8-sig") as f:
+    with _table(path, "the paper's table") as f:
         reader = csv.DictReader(f)
         if "dataset" not in (reader.fieldnames or []) or "N" not in reader.fieldnames:
             return {}
@@ -71,6 +72,17 @@ def read_paper_sizes(path) -> dict[str, int]:
             return {rec["dataset"]: int(rec["N"]) for rec in reader if rec.get("N")}
         except ValueError as err:
             raise ValueError(f"{path}, line {reader.line_num}: {err}") from None
+
+
+@contextlib.contextmanager
+def _table(path, option: str):
+    """A CSV table open for reading as text (a byte order mark skipped); a file that is not UTF-8 is a
+    ValueError naming it as ``option`` gave it."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        try:
+            yield f
+        except UnicodeDecodeError:
+            raise ValueError(f"{option} {path} is not a table of text in UTF-8") from None
 
 
 def _signed(value: float) -> str:
@@ -381,13 +393,13 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
         apart = mixed_evaluation(rows)  # (once: it reads every row)
         longest = {(*_group(r, apart, reference), r["split"], r["seed"]): r["seconds"] for r in by_budget}
         lines.append(f"- mean (s.e.) over runs, at each cell's longest budget; s.e. = std (ddof 0) / √runs, as the "
-                     f"paper. Total compute: {sum(longest.values()) / 3600:.2f} h over {len(longest)} runs "
+                     f"paper. Total compute: {_compute(longest.values())} "
                      f"({len(rows)} rows; a run counted once, at its longest budget).")
         lines.append(f"- trend: ours at the cell's longest budget − at the budget before it, over the runs with both; "
                      f"improving or worse beyond ±{TREND}, else flat.")
     else:
         lines.append(f"- mean (s.e.) over runs; s.e. = std (ddof 0) / √runs, as the paper. Total compute: "
-                     f"{sum(r['seconds'] for r in rows) / 3600:.2f} h over {len(rows)} runs.")
+                     f"{_compute(r['seconds'] for r in rows)}.")
     columns = ["dataset", "model", "runs", "ours", "paper", "ours − paper", *(["trend"] if trend else []), "mixture",
                "RMSE", "Shapiro W", "s/run"]
     lines += ["", "## Per dataset and model", "", "| " + " | ".join(columns) + " |",
@@ -403,9 +415,11 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
             p = paper_of.get(g)
             diff = f"{mean - p[0]:+.2f}" if p else "–"
             ex = [np.mean(list(extra[k][g].values())) for k in extra]
+            known = [v for v in extra["seconds"][g].values() if not math.isnan(v)]  # (a hand-edited file may lack them)
+            ex[3] = np.mean(known) if known else math.nan
             cells = [d, label(*c), len(groups[g]), _fmt(mean, se), _fmt(*p) if p else "–", diff,
                      *([_trend(*trend[g], metric) if g in trend else "–"] if trend else []),
-                     f"{ex[0]:.2f}", f"{ex[1]:.3f}", f"{ex[2]:.3f}", f"{ex[3]:.0f}"]
+                     f"{ex[0]:.2f}", f"{ex[1]:.3f}", f"{ex[2]:.3f}", _number(ex[3], 0)]
             lines.append("| " + " | ".join(map(str, cells)) + " |")
 
     complete, ranks, med, paper_ranks, paper_med = summary(groups, configs, datasets, paper_table)
@@ -429,6 +443,14 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
         lines += against_paper(gaps_to_paper(groups, trend, paper_of, configs, datasets, metric, tolerance), datasets,
                                tolerance, metric)
     return "\n".join(lines) + "\n"
+
+
+def _compute(seconds) -> str:
+    """"1.20 h over 8 runs", and how many of them have no time recorded (a column deleted by hand)."""
+    seconds = list(seconds)
+    known = [s for s in seconds if not math.isnan(s)]
+    unknown = f", {len(seconds) - len(known)} of them of unknown time" if len(known) < len(seconds) else ""
+    return f"{sum(known) / 3600:.2f} h over {len(seconds)} runs{unknown}"
 
 
 def _default_rows(rows: list[dict], reference: dict | None = None) -> list[dict]:

@@ -16,17 +16,26 @@ configuration runs again, and :func:`read_results` says so with a :class:`Result
 
 Claims: several processes (several ``deepgp benchmark`` runs on one machine) may share one results
 file. (Across machines, a shared file system would need working ``flock`` and atomic appends, which
-NFS does not promise; Dask workers elsewhere are fine: only this process writes the file.) Right before a configuration
-starts, its process claims it with an OS file lock in ``<results name>.claims/`` (one lock file
-per configuration, named from its key); a configuration claimed elsewhere is skipped (it is
-running there), and one found in the file once claimed is skipped too (it finished there). The
-claim is released when the configuration has finished or failed, and its lock file removed once
-its row is in the file. The kernel releases the locks of a process that dies, so a killed run
-leaves at most stale lock files, which never block a rerun.
+NFS does not promise; Dask workers elsewhere are fine: only this process writes the file.) Claims
+follow the file, not the name it was given: a symbolic link, ``./r.csv`` and ``r.csv`` are one file.
+Right before a configuration starts, its process claims it with an OS file lock in ``<results
+name>.claims/`` beside the file itself (one lock file per configuration, named from its key); a
+configuration claimed elsewhere is skipped (it is running there), and one found in the file once
+claimed is skipped too (it finished there). The claim is released, and its lock file removed, when
+the configuration has finished, failed or been interrupted. A row is written under a lock on the
+results file itself, after reading the file again: a row that is there already (written meanwhile
+by another process, through any name of the file, a hard link included) is never written twice.
+The kernel releases the locks of a process that dies, so a killed run leaves at most stale lock
+files, which never block a rerun.
 
 Snapshots: a configuration carrying ``snapshots`` (budgets below its iterations) writes the rows of
 those budgets from the same training run, each exactly the row of a run with that budget and with
-its key; one already in the file is not written again.
+its key; one already in the file is not written again, nor one whose configuration another process
+(or this one) is running: that process writes it.
+
+Stopping: Ctrl-C (or SIGTERM to ``deepgp benchmark``) keeps the rows written, releases the claims and
+stops the worker processes at once; a worker also ends when its parent dies, even by SIGKILL
+(:func:`_end_with`).
 
 Executors: ``local`` runs configurations in this process (``jobs=1``) or in a pool of ``jobs``
 processes with one torch thread each; ``dask`` submits the same function to a Dask distributed
@@ -37,6 +46,7 @@ worker threads), the next one as soon as one finishes.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import dataclasses
 import functools
@@ -93,6 +103,7 @@ METRICS = ("test_loglik_kde", "test_loglik_mixture", "test_rmse", "shapiro_media
 COLUMNS = KEY + METRICS + ("n_train", "n_test", "seconds", "deepgp", "torch", "numpy", "python", "device",
                            "products")
 _REQUIRED = ("dataset", "model", "method", "split", "seed", *METRICS)  # what any results file has had
+RECORDED = COLUMNS[len(KEY) + len(METRICS):]  # beside the key and the metrics: how and with what a row was computed
 _INTS = ("split", "n_train", "n_test", *(name for name, f in SETTINGS.items() if f.type in ("int", "int | None")))
 
 
@@ -388,20 +399,21 @@ def format_row(row: dict) -> str:
     return buf.getvalue()
 
 
-def _atomic_append(path: Path, text: str) -> None:
+def _append(fd: int, path: Path, text: str) -> None:
     # one write(2) on an O_APPEND descriptor: concurrent appenders never interleave within a line
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        data = text.encode()
-        if os.write(fd, data) != len(data):
-            raise OSError(f"short write to {path}")
-    finally:
-        os.close(fd)
+    data = text.encode()
+    if os.write(fd, data) != len(data):
+        raise OSError(f"short write to {path}")
 
 
 def _lines(path: Path) -> list[bytes]:
-    """The file's physical lines (without their line ends; the last is b"" after a final newline)."""
-    return [line.removesuffix(b"\r") for line in path.read_bytes().split(b"\n")]
+    """The file's physical lines (without their line ends; the last is b"" after a final newline), the
+    first without a UTF-8 byte order mark (a spreadsheet's "CSV UTF-8" starts with one)."""
+    return _split(path.read_bytes())
+
+
+def _split(data: bytes) -> list[bytes]:
+    return [line.removesuffix(b"\r") for line in data.removeprefix(codecs.BOM_UTF8).split(b"\n")]
 
 
 def _fields(line: bytes) -> list[str] | None:
@@ -414,32 +426,58 @@ def _fields(line: bytes) -> list[str] | None:
 
 def _parse_row(header: list[str], line: bytes) -> dict | None:
     """One typed row, or None where the line is damaged. Settings its model does not read
-    (:func:`unread_settings`) are read as their defaults."""
+    (:func:`unread_settings`) are read as their defaults. A column beside the key and the metrics
+    (:data:`RECORDED`) that the file lacks, or a cell of it left empty, is unknown ("", ``n_train`` and
+    ``n_test`` None, ``seconds`` NaN), not a reason to ignore the row."""
     values = _fields(line)
     if values is None or len(values) != len(header):
         return None
     row = dict(zip(header, values))
-    if row.get("method") not in ALL_METHODS:
+    from ..datasets.uci import plain_name
+
+    if row.get("method") not in ALL_METHODS or not plain_name(row.get("dataset")):
         return None
     for column in KEY:
         if column not in row:
             row[column] = _missing(row, column)
+    for column in RECORDED:
+        row.setdefault(column, "")
     try:  # a setting the model does not read, as make_configs records it (so old rows match new keys)
         row.update({name: _text(_usual(name, row["recipe"])) for name in unread_settings(row["model"], row["method"])})
     except (ValueError, KeyError):
         return None
+    for name in _SPELT:  # as _text writes them: a spreadsheet saves 1e-05 as 1.00E-05 and False as FALSE
+        row[name] = _respelt(name, row[name])
     try:
         for k in _INTS:
             if k in row:
-                row[k] = int(row[k])
+                row[k] = None if k in RECORDED and not row[k].strip() else int(row[k])
         for k in METRICS + ("seconds",):
-            row[k] = float(row[k])
+            row[k] = math.nan if k in RECORDED and not row[k].strip() else float(row[k])
     except ValueError:
         return None
-    # no run writes these: a log density of +inf (−inf is a failed fit's), no data set, a negative split
-    if not row["dataset"] or row["split"] < 0 or math.inf in (row["test_loglik_kde"], row["test_loglik_mixture"]):
+    # no run writes these: a log density of +inf (−inf is a failed fit's), a negative split
+    if row["split"] < 0 or math.inf in (row["test_loglik_kde"], row["test_loglik_mixture"]):
         return None
     return row
+
+
+_SPELT = tuple(name for name, f in SETTINGS.items() if f.type.split(" |")[0] in ("float", "bool", "tuple[int, ...]"))
+
+
+def _respelt(name: str, text: str) -> str:
+    """A float, bool or widths setting's cell as :func:`_text` writes its value ("1.00E-05" → "1e-05",
+    "FALSE" → "False", "20, 20" → "20,20"), so that a row saved by a spreadsheet keeps its key; a
+    cell that does not read as one is left as it is."""
+    kind = SETTINGS[name].type.split(" |")[0]
+    try:
+        if kind == "float":
+            return _text(float(text))
+        if kind == "bool":
+            return {"true": "True", "false": "False"}.get(text.strip().lower(), text)
+        return _text(tuple(int(part) for part in text.split(",")))
+    except ValueError:
+        return text
 
 
 def load_results(path) -> Results:
@@ -496,35 +534,73 @@ def _done(path: Path) -> set[tuple[str, ...]]:
     return {config_key(r) for r in load_results(path).rows}
 
 
+def check_results(path, what: str = "the results file") -> Path:
+    """The results file ``path`` names, resolved (a link's target: the file itself, whose claims and lock
+    every name of it shares), checked before any work and without touching anything: a ValueError if it
+    is not a regular file that can be written, or if it is a file whose first line is not the header of
+    a results file (a model or a data file given by mistake stays byte for byte as it was). A file not
+    there yet is fine where its folder can be made."""
+    from ..storage import check_writable
+
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise ValueError(f"{what}: expected a file name, got {path!r}")
+    real = Path(os.path.realpath(path))
+    if real.parent.is_dir():
+        check_writable(path, what)
+    else:  # (prepare_results makes the folder, once every check has passed)
+        folder = next(p for p in real.parents if p.exists())
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            raise ValueError(f"cannot write {what} to {path}: no folder can be made in {folder}")
+    if real.is_file() and real.stat().st_size:
+        with open(real, "rb") as f:
+            first = f.readline(1 << 20).removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n")
+        problem = _header_problem(_fields(first) or [])
+        if problem:
+            raise ValueError(f"{path} is not a deepgp results file: {problem}; use another --results file")
+    return real
+
+
+def _header_problem(header: list[str]) -> str:
+    """What keeps ``header`` from being a results file's that :func:`prepare_results` can extend ("" if
+    nothing): a missing key column, or a column no results file has (rewriting the file with every column
+    would lose it)."""
+    missing = [c for c in _REQUIRED if c not in header]
+    if missing:
+        return f"it lacks the columns {missing}"
+    foreign = [c for c in header if c not in COLUMNS]
+    if foreign:
+        return f"it has columns no results file has: {foreign[:5]}"
+    return ""
+
+
 def prepare_results(path) -> set[tuple[str, ...]]:
     """Create the file with its header if needed; return the keys of the rows already done.
 
-    A file whose last line lacks its newline (a crash mid-write) gets one, so the next row starts
-    on a fresh line and the broken line stays isolated (and ignored). Creating, mending and
-    migrating the file happen under a lock (``<results>.lock``), so processes starting together
-    do them once.
+    The file is checked first (:func:`check_results`): one refused is left exactly as it was. A file
+    whose last line lacks its newline (a crash mid-write) then gets one, so the next row starts on a
+    fresh line and the broken line stays isolated (and ignored). Creating, mending and migrating the
+    file happen under a lock on the file itself (:func:`deepgp.storage.locked`), so processes starting
+    together do them once.
     """
-    import filelock
+    from ..storage import locked, write_bytes
 
-    from ..storage import write_bytes
-
-    path = Path(path)
+    path = check_results(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with filelock.FileLock(str(path.with_name(path.name + ".lock"))):
-        if not path.exists() or path.stat().st_size == 0:
-            write_bytes(path, (",".join(COLUMNS) + "\n").encode())
+    with locked(path, create=True) as fd:
+        if os.fstat(fd).st_size == 0:
+            _append(fd, path, ",".join(COLUMNS) + "\n")
             return set()
-        with open(path, "rb") as f:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                _atomic_append(path, "\n")
-        header = _fields(_lines(path)[0]) or []
+        data = path.read_bytes()
+        lines = _split(data)
+        header = _fields(lines[0]) or []
+        problem = _header_problem(header)  # (checked again: the file may have changed since)
+        if problem:
+            raise ValueError(f"{path} is not a deepgp results file: {problem}; use another --results file")
+        if not data.endswith(b"\n"):
+            _append(fd, path, "\n")
+            lines = _split(data + b"\n")
         if tuple(header) != COLUMNS:
-            foreign = [c for c in header if c not in COLUMNS]
-            if foreign or any(c not in header for c in _REQUIRED):
-                raise ValueError(f"{path} has columns {header}, not those of a deepgp results file "
-                                 f"({list(COLUMNS)}); use another --results file")
-            write_bytes(path, _with_all_columns(_lines(path)))
+            write_bytes(path, _with_all_columns(lines))
     return {config_key(r) for r in read_results(path)}
 
 
@@ -554,8 +630,9 @@ def _with_all_columns(lines: list[bytes]) -> bytes:
 # -- claims --------------------------------------------------------------------------------------
 def claim_path(results, config: dict) -> Path:
     """The lock file that claims ``config`` for ``results``: named from its key, with a short hash of
-    the whole key, in the folder ``<results name>.claims`` beside the results file."""
-    results = Path(results)
+    the whole key, in the folder ``<results name>.claims`` beside the results file (the file a link
+    names, beside it under its own name)."""
+    results = Path(os.path.realpath(results))  # (every name of the file shares its claims)
     digest = hashlib.sha256("\0".join(config_key(config)).encode()).hexdigest()[:8]
     name = re.sub(r"[^\w.+-]+", "_", f"{config['dataset']}-{config['model']}-{config['method']}-s{config['split']}")
     return results.with_name(results.name + ".claims") / f"{name[:80]}-{digest}.lock"
@@ -578,44 +655,53 @@ class _Claims:
                 yield config
 
     def _take(self, config: dict) -> bool:
+        lock = self.hold(config)
+        if lock is None:
+            self.running_elsewhere += 1
+            return False
+        self.held[config_key(config)] = lock
+        if config_key(config) in _done(self.results):  # another process finished it since this run read the file
+            self.finished_elsewhere += 1
+            self.release(config)
+            return False
+        return True
+
+    def hold(self, config: dict) -> FileLock | None:
+        """The claim on ``config``, taken now; None where it is held (by another process, or here)."""
         import filelock
 
-        key = config_key(config)
+        if config_key(config) in self.held:
+            return None
         for attempt in (1, 2):
             self.folder.mkdir(exist_ok=True)
             lock = filelock.FileLock(str(claim_path(self.results, config)), timeout=0)
             try:
                 lock.acquire()
-                break
+                return lock
             except filelock.Timeout:
-                self.running_elsewhere += 1
-                return False
+                return None
             except FileNotFoundError:
                 if attempt == 2:  # (the folder was removed by a run that finished, between mkdir and here)
                     raise
-        self.held[key] = lock
-        if key in _done(self.results):  # another process finished it since this run read the file
-            self.finished_elsewhere += 1
-            self.release(config, remove=True)
-            return False
-        return True
+        return None
 
-    def release(self, config: dict, remove: bool) -> None:
-        """Release the claim on ``config``; ``remove``: its row is in the file, so its lock file goes too."""
+    def release(self, config: dict) -> None:
+        """Release the claim on ``config`` and remove its lock file."""
         lock = self.held.pop(config_key(config), None)
         if lock is not None:
-            self._drop(lock, remove)
+            self._drop(lock)
 
-    def _drop(self, lock: FileLock, remove: bool) -> None:
-        if remove:
-            # removed while still held: whoever takes the claim from here on finds the row in the file
-            Path(lock.lock_file).unlink(missing_ok=True)
+    def _drop(self, lock: FileLock) -> None:
+        # Removed while still held. A process that opened the file before and locks it after this release
+        # holds a claim no one else sees, so a configuration may run twice in that instant; its row is
+        # written once all the same (_write_once reads the file again under its lock).
+        Path(lock.lock_file).unlink(missing_ok=True)
         lock.release()
 
     def close(self) -> None:
         """Release every claim still held (an interrupted run), and remove the folder if it is empty."""
         for lock in self.held.values():
-            lock.release()
+            self._drop(lock)
         self.held.clear()
         try:
             self.folder.rmdir()
@@ -683,10 +769,70 @@ def _describe(row: dict) -> str:
             + (f" ({extra})" if extra else ""))
 
 
-def _init_worker() -> None:
+def _init_worker(parent: int | None = None) -> None:
+    """One torch thread; in a worker process (``parent``: the process that started it), also ending
+    with its parent (:func:`_end_with`)."""
     import torch
 
     torch.set_num_threads(1)
+    if parent is not None:
+        _end_with(parent)
+
+
+class _Stopped(BaseException):
+    """Raised in a worker told to stop (SIGTERM: from its parent, or from the kernel when the parent
+    died): it unwinds the configuration running there, whose temporary files go with it."""
+
+
+_running = False  # in a worker: whether a configuration is running there (what a stop unwinds)
+
+
+def _stop_worker(signum, frame) -> None:
+    if _running:
+        raise _Stopped
+    os._exit(128 + signum)  # idle: nothing to unwind
+
+
+def _end_with(parent: int) -> None:
+    """Make this worker process end when ``parent`` does, however it ends: SIGKILL runs no code of the
+    parent's, so the worker asks the kernel to send it SIGTERM when its parent dies (Linux's
+    PR_SET_PDEATHSIG), or elsewhere watches for a new parent once a second. Ctrl-C is the parent's to
+    handle: the parent stops its workers (:func:`_run_pool`)."""
+    import signal
+    import threading
+
+    signal.signal(signal.SIGTERM, _stop_worker)  # (a forked worker inherits the parent's handler)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watched = False
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            pr_set_pdeathsig = 1
+            watched = ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            watched = False
+    if not watched:
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:  # it died before the request above
+        os._exit(128 + signal.SIGTERM)
+
+
+def _in_worker(run: Callable[[dict], list[dict]], config: dict) -> list[dict]:
+    """``run(config)`` in a worker process, which exits once it is stopped (:func:`_end_with`)."""
+    global _running
+    _running = True
+    try:
+        return run(config)
+    except _Stopped:
+        os._exit(143)  # (143 = 128 + SIGTERM)
+    finally:
+        _running = False
 
 
 def run_benchmark(
@@ -705,10 +851,10 @@ def run_benchmark(
         dask = _import_dask()  # a missing extra stops the run before anything is written or claimed
     elif executor != "local":
         raise ValueError(f"executor must be 'local' or 'dask', got {executor!r}")
-    results = Path(results)
+    given, results = results, check_results(results)  # (the file itself: the names of one file share its claims)
     done = prepare_results(results)
     todo = list({config_key(c): c for c in configs if config_key(c) not in done}.values())
-    log(f"{len(configs)} configurations, {len(configs) - len(todo)} already in {results}, {len(todo)} to run")
+    log(f"{len(configs)} configurations, {len(configs) - len(todo)} already in {given}, {len(todo)} to run")
     if not todo:
         return 0
     claims = _Claims(results)
@@ -719,7 +865,6 @@ def run_benchmark(
     def record(config: dict, rows: list[dict] | None, err: BaseException | None) -> None:
         """Write (or report) a finished configuration's rows, then release its claim."""
         nonlocal failed, finished
-        written = False
         try:
             finished += 1
             prefix = f"[{finished}/{len(todo)} {time.perf_counter() - t0:7.0f}s]"
@@ -731,18 +876,16 @@ def run_benchmark(
                 if debugging():
                     traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
                 return
-            done = _done(results) if len(rows) > 1 else set()  # a snapshot's row may be there: from a run of its budget
             for row in rows:
-                if row is not rows[-1] and config_key(row) in done:
-                    continue
-                _atomic_append(results, format_row(row))
                 at = f" at {row['iterations']} iterations" if len(rows) > 1 else ""
-                log(f"{prefix} {_describe(row)}{at}: kde {row['test_loglik_kde']:.3f} mixture "
-                    f"{row['test_loglik_mixture']:.3f} rmse {row['test_rmse']:.3f} W {row['shapiro_median']:.3f} "
-                    f"bound {row['bound']:.4g} ({row['seconds']:.0f}s)")
-            written = True
+                if _write_once(results, row, claims, own=row is rows[-1]):
+                    log(f"{prefix} {_describe(row)}{at}: kde {row['test_loglik_kde']:.3f} mixture "
+                        f"{row['test_loglik_mixture']:.3f} rmse {row['test_rmse']:.3f} W {row['shapiro_median']:.3f} "
+                        f"bound {row['bound']:.4g} ({row['seconds']:.0f}s)")
+                elif row is rows[-1]:
+                    log(f"{prefix} {_describe(row)}{at}: not written, already in {given}")
         finally:
-            claims.release(config, remove=written)
+            claims.release(config)
 
     try:
         if executor == "dask":
@@ -770,6 +913,27 @@ def run_benchmark(
     return failed
 
 
+def _write_once(results: Path, row: dict, claims: _Claims, own: bool) -> bool:
+    """Append ``row`` unless the file has it; whether it was written. ``own``: the row of a configuration
+    this process claimed; else a snapshot's row, written only where its claim can be taken now (a process
+    running that budget writes it itself). The file is read again under its lock, right before the
+    write: a row another process (or another name of the file) wrote meanwhile is not written twice."""
+    from ..storage import locked
+
+    lock = None if own else claims.hold(row)
+    if not own and lock is None:
+        return False
+    try:
+        with locked(results) as fd:
+            if config_key(row) in _done(results):
+                return False
+            _append(fd, results, format_row(row))
+            return True
+    finally:
+        if lock is not None:
+            claims._drop(lock)
+
+
 def _run_pool(configs: Iterator[dict], jobs: int, record, run) -> None:
     """Run ``configs`` in a pool of ``jobs`` processes, taking the next one as one finishes."""
     import multiprocessing as mp
@@ -786,7 +950,10 @@ def _run_pool(configs: Iterator[dict], jobs: int, record, run) -> None:
     import torch
 
     method = "fork" if "fork" in mp.get_all_start_methods() and torch.version.cuda is None else "spawn"
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context(method), initializer=_init_worker) as pool:
+    others = set(mp.active_children())
+    pool = ProcessPoolExecutor(jobs, mp_context=mp.get_context(method), initializer=_init_worker,
+                               initargs=(os.getpid(),))
+    try:
         # the workers start (all of them, at the first task) before any claim is taken, so that no
         # forked worker inherits a claim's lock and keeps it alive after this process is killed
         pool.submit(os.getpid).result()
@@ -796,7 +963,7 @@ def _run_pool(configs: Iterator[dict], jobs: int, record, run) -> None:
             # claim only what can start now: the rest stays free for other processes to take
             for config in itertools.islice(configs, jobs - len(running)):
                 try:
-                    running[pool.submit(run, config)] = config
+                    running[pool.submit(_in_worker, run, config)] = config
                 except BrokenProcessPool as err:  # a worker died: every configuration left fails alike
                     record(config, None, err)
 
@@ -807,6 +974,25 @@ def _run_pool(configs: Iterator[dict], jobs: int, record, run) -> None:
                 err = fut.exception()
                 record(running.pop(fut), None if err else fut.result(), err)
             fill()
+    except BaseException:
+        # Ctrl-C, SIGTERM or an error here: the workers stop now, not after their configurations
+        _stop(set(mp.active_children()) - others)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
+def _stop(workers, grace: float = 5.0) -> None:
+    """Stop worker processes: SIGTERM (each unwinds its configuration, :func:`_end_with`), then SIGKILL
+    for any still there after ``grace`` seconds."""
+    for p in workers:
+        p.terminate()
+    deadline = time.monotonic() + grace
+    for p in workers:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
 
 
 def _import_dask():

@@ -21,9 +21,11 @@ import difflib
 import gzip
 import io
 import os
+import re
 import shutil
 import urllib.parse
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,10 +105,33 @@ def cache_dir() -> Path:
     return Path(base) / "deepgp" / "uci"
 
 
+# a data set's name goes into file names, results rows and reports: letters, digits and _ . + - (not first)
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,99}")
+
+
+def plain_name(name) -> bool:
+    """Whether ``name`` can name a data set: a letter or digit, then letters, digits and ``_ . + -``
+    (at most 100 characters); no space, quote, separator or line break, which a results row or a
+    report could not hold on its line."""
+    return isinstance(name, str) and _PLAIN.fullmatch(name) is not None
+
+
+def check_name(name) -> str:
+    """``name`` if it is a :func:`plain_name`, else a ValueError naming it."""
+    if not plain_name(name):
+        raise ValueError(f"a data set's name is a letter or digit, then letters, digits and _ . + - (the file "
+                         f"NAME.csv.gz), got {name!r}")
+    return name
+
+
 def search_dirs(data_dir=None) -> list[Path]:
-    """Folders searched for ``NAME.csv.gz``, in order: ``data_dir``, ``$DEEPGP_DATA``, the cache."""
+    """Folders searched for ``NAME.csv.gz``, in order: ``data_dir``, ``$DEEPGP_DATA``, the cache. A
+    ``data_dir`` given is meant: one that is not a folder is an error (FileNotFoundError), not a
+    reason to look elsewhere."""
     dirs = []
     if data_dir is not None:
+        if not Path(data_dir).is_dir():
+            raise FileNotFoundError(f"the data folder {data_dir} does not exist (or is not a folder)")
         dirs.append(Path(data_dir))
     if os.environ.get(ENV_VAR):
         dirs.append(Path(os.environ[ENV_VAR]))
@@ -115,7 +140,9 @@ def search_dirs(data_dir=None) -> list[Path]:
 
 
 def find_uci(name: str, data_dir=None) -> Path:
-    """Path of ``NAME.csv.gz``; FileNotFoundError saying where it looked and how to provide it."""
+    """Path of ``NAME.csv.gz``; FileNotFoundError saying where it looked and how to provide it, a
+    ValueError for a name that is not a :func:`plain_name`."""
+    check_name(name)
     dirs = search_dirs(data_dir)
     for d in dirs:
         path = d / f"{name}.csv.gz"
@@ -136,13 +163,20 @@ def find_uci(name: str, data_dir=None) -> Path:
 
 def list_uci(data_dir=None) -> list[str]:
     """Names of the data sets in ``data_dir`` when given, else in ``$DEEPGP_DATA`` and the cache (sorted,
-    without duplicates): a folder named explicitly is the collection meant."""
-    return sorted(_names_in([Path(data_dir)] if data_dir is not None else search_dirs()))
+    without duplicates): a folder named explicitly is the collection meant. A file whose NAME is not a
+    :func:`plain_name` is left out, with a warning naming it."""
+    names = _names_in(search_dirs(data_dir)[:1] if data_dir is not None else search_dirs(), warn=True)
+    return sorted(names)
 
 
-def _names_in(dirs) -> set[str]:
-    """The names NAME of the NAME.csv.gz files in those of ``dirs`` that exist."""
-    return {p.name[: -len(".csv.gz")] for d in dirs if d.is_dir() for p in d.glob("*.csv.gz")}
+def _names_in(dirs, warn: bool = False) -> set[str]:
+    """The names NAME of the NAME.csv.gz files in those of ``dirs`` that exist, those that are
+    :func:`plain_name` s (``warn``: a warning names each other one)."""
+    names = {p.name[: -len(".csv.gz")] for d in dirs if d.is_dir() for p in d.glob("*.csv.gz")}
+    for odd in sorted(n for n in names if not plain_name(n)) if warn else ():
+        warnings.warn(f"ignoring the data file {odd + '.csv.gz'!r}: a data set's name is a letter or digit, then "
+                      "letters, digits and _ . + -", stacklevel=3)
+    return {n for n in names if plain_name(n)}
 
 
 def load_uci(name: str, data_dir=None) -> tuple[np.ndarray, np.ndarray]:
