@@ -7,6 +7,28 @@ import deepgp
 torch.set_num_threads(1)  # the suite's shapes are small; one thread avoids pool contention on 2 cores
 
 
+def assert_fast_equals_plain(fast, plain, inputs, rtol=1e-9, atol=1e-10):
+    """fast(*inputs) and plain(*inputs) (each a tensor or a tuple of tensors) agree in value, and in
+    the gradient of a random linear function of the outputs with respect to every input."""
+    outs = [fast(*inputs), plain(*inputs)]
+    outs = [o if isinstance(o, tuple) else (o,) for o in outs]
+    gen = torch.Generator().manual_seed(0)
+    weights = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs[1]]
+    grads = []
+    for out in outs:
+        assert [o.shape for o in out] == [w.shape for w in weights]
+        grads.append(torch.autograd.grad(sum((o * w).sum() for o, w in zip(out, weights)), inputs))
+    for o, o_ref in zip(*outs):
+        torch.testing.assert_close(o, o_ref, rtol=rtol, atol=atol)
+    for g, g_ref in zip(*grads):
+        torch.testing.assert_close(g, g_ref, rtol=rtol, atol=atol)
+
+
+def rbf_gram(Z):
+    """exp(−½‖z_i − z_j‖²) [..., M, M] for Z [..., M, D]: a kernel matrix built apart from deepgp's kernels."""
+    return torch.exp(-0.5 * torch.cdist(Z, Z).square())
+
+
 def bimodal(n, seed):
     """y = ±sin(3x) + 0.05 ε with a random sign: a two-branch conditional density."""
     rng = np.random.default_rng(seed)

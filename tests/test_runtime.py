@@ -2,7 +2,7 @@ import numpy as np
 import torch
 
 import deepgp
-from deepgp import linalg, runtime, training
+from deepgp import conditional, linalg, runtime, training
 
 
 def count_empty_calls(monkeypatch):
@@ -46,13 +46,13 @@ def test_fit_settles_the_heap_once_on_the_models_device(monkeypatch):
 def record_product_dtypes(monkeypatch):
     """The dtype of the R_lᵀA products of every marginal_moments call (its last argument)."""
     lows = []
-    real = linalg._MarginalMoments.apply
+    real = conditional._MarginalMoments.apply
 
     def spy(*args):
         lows.append(args[-1])
         return real(*args)
 
-    monkeypatch.setattr(linalg._MarginalMoments, "apply", spy)
+    monkeypatch.setattr(conditional._MarginalMoments, "apply", spy)
     return lows
 
 

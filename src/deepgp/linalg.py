@@ -1,10 +1,11 @@
-"""Numerically guarded linear algebra shared by every layer, and the library's fast paths.
+"""Numerically guarded linear algebra shared by every layer, and its fast paths.
 
-Every custom ``torch.autograd.Function`` of deepgp is in this module, each beside a ``*_plain``
-function: the same formula in ordinary torch operations, differentiated by autograd. The fast
-version is what the layers call; the plain one is its definition, which the tests compare it
-against in float64 (values and gradients). Why each fast path exists, and what it was measured
-to gain: docs/paper-vs-code.md §6 and benchmarks/README.md.
+Each custom ``torch.autograd.Function`` here stands beside a ``*_plain`` function: the same formula
+in ordinary torch operations, differentiated by autograd. The fast version is what the library
+calls; the plain one is its definition, which the tests compare it against in float64 (values and
+gradients). The GP conditional's own fast paths are in :mod:`deepgp.conditional`, beside its plain
+form. Why each fast path exists, and what it was measured to gain: docs/paper-vs-code.md §6 and
+benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ class Numerics:
 
     Args:
         products_dtype: the dtype of the marginal conditionals' products R_lᵀA and their backward
-            (:func:`marginal_moments`) for inputs of a wider dtype; None: the inputs' own. fit uses
-            float32 (:func:`deepgp.runtime.training_numerics`).
+            (:func:`deepgp.conditional.marginal_moments`) for inputs of a wider dtype; None: the
+            inputs' own. fit uses float32 (:func:`deepgp.runtime.training_numerics`).
         deferred: a bool tensor [] on the device, for a step that must not wait on it (a captured GPU
             step, :mod:`deepgp.capture`): :func:`cholesky` then makes one attempt at its first jitter
             and ORs any failure into this flag, never reading a result on the host; the caller reads
@@ -47,10 +48,11 @@ class Numerics:
 
     def products_for(self, dtype: torch.dtype) -> torch.dtype:
         """The dtype of the R_lᵀA products for inputs of ``dtype``: ``products_dtype`` if narrower, else ``dtype``."""
-        return _narrower(self.products_dtype, dtype)
+        return narrower(self.products_dtype, dtype)
 
 
-def _narrower(low: torch.dtype | None, dtype: torch.dtype) -> torch.dtype:
+def narrower(low: torch.dtype | None, dtype: torch.dtype) -> torch.dtype:
+    """``low`` where it is narrower than ``dtype``, else ``dtype`` (None: ``dtype``)."""
     return dtype if low is None or dtype.itemsize <= low.itemsize else low
 
 
@@ -228,107 +230,3 @@ def gram(A: torch.Tensor) -> torch.Tensor:
 def gram_plain(A: torch.Tensor) -> torch.Tensor:
     """A @ Aᵀ, differentiated by autograd (the definition of :func:`gram`)."""
     return A @ A.mT
-
-
-class _MarginalMoments(torch.autograd.Function):
-    """:func:`marginal_moments`. R_lᵀA is a triangular product, computed on 2×2 blocks (h = M // 2):
-
-        top_l = R_l[:, :h]ᵀ A      [h, n]       bottom_l = R_l[h:, h:]ᵀ A[h:]      [M − h, n]
-
-    each stacked over l into one GEMM: ¾ of the dense FLOPs, forward and backward (the zero block
-    R_l[:h, h:] is skipped). The norms sum over rows, so top and bottom need not be re-joined.
-    Two products (A, then R_lᵀA) rather than one of [Lz⁻¹; R_lᵀLz⁻¹] with K: forming R_lᵀLz⁻¹ adds
-    FLOPs at training's batch sizes. The backward writes the gradients of A and R_lᵀA into contiguous
-    buffers, where autograd's graph concatenates the split's gradients and adds the square,
-    expand and multiply passes of each norm (docs/paper-vs-code.md §6.3).
-    ``low``: the dtype of the R_lᵀA products, forward and backward (:meth:`Numerics.products_for`); the
-    casts are no-ops where it is the inputs' own.
-    """
-
-    @staticmethod
-    def forward(ctx, Lz_inv, K, R, m, low):
-        (M, L), n = m.shape, K.shape[-1]
-        h = M // 2
-        A = Lz_inv @ K
-        A_low = A.to(low)
-        # copies of R's two lower blocks, transposed and stacked over l: one GEMM each
-        top_t = R[:, :, :h].mT.reshape(L * h, M).to(low)
-        bot_t = R[:, h:, h:].mT.reshape(L * (M - h), M - h).to(low)
-        top, bot = (top_t @ A_low).view(L, h, n), (bot_t @ A_low[h:]).view(L, M - h, n)
-        ctx.save_for_backward(Lz_inv, K, top_t, bot_t, m, A, A_low, top, bot)
-        var = (top.square().sum(1) + bot.square().sum(1)).to(m.dtype)  # ||R_lᵀa_n||² [L, n]
-        return A.T @ m, var.T - A.square().sum(0).unsqueeze(-1)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, g_mean, g_var):
-        Lz_inv, K, top_t, bot_t, m, A, A_low, top, bot = ctx.saved_tensors
-        (M, L), n = m.shape, A.shape[-1]
-        h = M // 2
-        # ∂/∂(R_lᵀA) = 2 R_lᵀA · g_var_l; the scale made contiguous first: broadcasting the
-        # transposed [L, n] view over M would make the multiply a strided scalar loop
-        scale = (2.0 * g_var.T).to(top.dtype).contiguous().unsqueeze(1)
-        g_top, g_bot = (top * scale).view(L * h, n), (bot * scale).view(L * (M - h), n)
-        gA_low = top_t.T @ g_top  # from the top blocks
-        gA_low[h:].addmm_(bot_t.T, g_bot)  # from the bottom blocks
-        gA = torch.addmm(gA_low.to(A.dtype), m, g_mean.T)  # + from mean = Aᵀm
-        gA.addcmul_(A, g_var.sum(1), value=-2.0)  # from −||a_n||², shared by the L GPs
-        gLz_inv = gA @ K.T if ctx.needs_input_grad[0] else None
-        gK = Lz_inv.T @ gA if ctx.needs_input_grad[1] else None
-        gR = None
-        if ctx.needs_input_grad[2]:
-            # ∂/∂R_l = A(∂/∂R_lᵀA)ᵀ block by block, each as column blocks of one product: the
-            # faster GEMM orientation of the two
-            gR = A.new_zeros(L, M, M)
-            gR[:, :, :h] = (A_low @ g_top.T).view(M, L, h).transpose(0, 1)
-            gR[:, h:, h:] = (A_low[h:] @ g_bot.T).view(M - h, L, M - h).transpose(0, 1)
-        gm = A @ g_mean if ctx.needs_input_grad[3] else None
-        return gLz_inv, gK, gR, gm, None
-
-
-def marginal_moments(
-    Lz_inv: torch.Tensor, K: torch.Tensor, R: torch.Tensor, m: torch.Tensor, products_dtype: torch.dtype | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The marginal conditional's moments less the prior variance: with A = Lz⁻¹K,
-    mean = Aᵀm [n, L] and ‖R_lᵀa_n‖² − ‖a_n‖² [n, L] (a_n: the n-th column of A).
-
-    Lz⁻¹ [M, M], K = K(Z, H) [M, n], R [L, M, M] lower-triangular, m [M, L]. The values of
-    :func:`marginal_moments_plain`, with a triangular block product and a hand-written backward.
-    The block R_l[:M // 2, M // 2:] is never read (the result is R_lᵀA when it is zero, as for any
-    lower-triangular R) and its gradient is returned as zero: pass R as ``tril(...)`` (as
-    ``GPLayer.q`` does), whose backward drops the strict upper triangle's gradient.
-
-    ``products_dtype`` (:attr:`Numerics.products_dtype`): the dtype of the R_lᵀA products, forward and
-    backward, where it is narrower than the inputs'. ‖R_lᵀa‖² is a sum of squares, so its float32 rounding
-    is relative to itself (about 10⁻⁶ at M = 128), and it is a nonnegative part of the variance
-    k(h, h) − ‖a‖² + ‖R_lᵀa‖², whose cancelling terms stay in the inputs' dtype: the variance is off by at
-    most that relative amount.
-    """
-    return _MarginalMoments.apply(Lz_inv, K, R, m, _narrower(products_dtype, m.dtype))
-
-
-def marginal_moments_plain(
-    Lz_inv: torch.Tensor, K: torch.Tensor, R: torch.Tensor, m: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`marginal_moments` as the formula reads (docs/mathematics.md §2.3), differentiated by autograd."""
-    A = Lz_inv @ K  # [M, n]
-    RtA = R.mT @ A  # [L, M, n]
-    return A.T @ m, RtA.square().sum(1).T - A.square().sum(0).unsqueeze(-1)
-
-
-def joint_moments(At: torch.Tensor, R: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The joint conditional's moments less the prior covariance, per group of P points: from
-    Aᵀ [G, P, M], R [L, M, M] and m [M, L], the mean Aᵀm [G, P, L] and (R_lᵀA)ᵀ(R_lᵀA) [G, L, P, P].
-
-    The values of :func:`joint_moments_plain`; AᵀR_l is one [GP, M]·[M, M] GEMM per GP over all
-    groups instead of G·L small ones.
-    """
-    G, P, M = At.shape
-    AtR = (At.reshape(1, G * P, M) @ R).reshape(R.shape[0], G, P, M)  # (R_lᵀA)ᵀ [L, G, P, M]
-    return At @ m, (AtR @ AtR.mT).transpose(0, 1)
-
-
-def joint_moments_plain(At: torch.Tensor, R: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`joint_moments` as the formula reads (docs/mathematics.md §2.2), differentiated by autograd."""
-    AtR = At.unsqueeze(1) @ R  # (R_lᵀA)ᵀ [G, L, P, M]
-    return At @ m, AtR @ AtR.mT

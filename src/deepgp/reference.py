@@ -4,7 +4,7 @@ The natural-gradient step as its definition reads (docs/mathematics.md §9): θ 
 from autograd, the layer's q read as a function of expectation-parameter leaves
 (:func:`expectation_parameters`, :func:`natgrad_step`). Training takes the same step from
 ∂F/∂(m, R) by the chain rule (:func:`deepgp.natgrad.natgrad_step_q`). The plain formulas beside
-the fast linear-algebra paths are in :mod:`deepgp.linalg` (``*_plain``).
+the fast paths are in :mod:`deepgp.linalg` and :mod:`deepgp.conditional` (``*_plain``).
 """
 
 from __future__ import annotations

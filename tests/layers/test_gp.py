@@ -1,17 +1,12 @@
 import pytest
 import torch
+from conftest import assert_fast_equals_plain
 from torch.distributions import MultivariateNormal, kl_divergence
 
+from deepgp.conditional import moments_plain
 from deepgp.kernels import RBF
 from deepgp.layers import GPLayer
-from deepgp.linalg import (
-    CholeskyError,
-    cholesky,
-    gram_plain,
-    inverse_cholesky_plain,
-    joint_moments_plain,
-    marginal_moments_plain,
-)
+from deepgp.linalg import CholeskyError, cholesky
 
 torch.manual_seed(0)
 
@@ -137,38 +132,14 @@ def test_cholesky_retries_with_more_jitter_only_where_needed():
     assert torch.isfinite(L).all()
 
 
-def plain_conditional(layer, H, full_cov):
-    """GPLayer.conditional with every fast path replaced by its plain formula (deepgp.linalg's
-    ``*_plain``) and the kernel matrices computed apart (not by the layer's one-call _whiten)."""
-    k, Z = layer.kernel, layer.Z
-    G, P, D = H.shape
-    m, R = layer.q()
-    Lz_inv = inverse_cholesky_plain(k.K(Z, Z), layer.jitter)
-    Hf = H.reshape(-1, D)
-    if full_cov:
-        At = (k.K(Hf, Z) @ Lz_inv.mT).reshape(G, P, -1)
-        mean, RtA_gram = joint_moments_plain(At, R, m)
-        return mean, (k.K(H, H) - gram_plain(At)).unsqueeze(1) + RtA_gram
-    mean, var = marginal_moments_plain(Lz_inv, k.K(Z, Hf), R, m)
-    return mean.reshape(G, P, -1), (var + k.K_diag(Hf).unsqueeze(-1)).reshape(G, P, -1)
-
-
 @pytest.mark.parametrize("full_cov", [False, True])
 def test_conditional_and_its_gradients_match_the_plain_formula(full_cov):
     """Both cases of GPLayer.conditional (the fast paths, hand-written backward passes included)
-    against autograd through the plain formula, for every parameter and the inputs."""
+    against autograd through the plain formula (deepgp.conditional.moments_plain) at the layer's q,
+    for every parameter and the inputs."""
     layer = random_layer(M=7, D=2, L=3)
     H = torch.randn(5, 2, 2, dtype=torch.float64, requires_grad=True)
-    params = [H, layer.Z, layer.q_mu, layer.q_sqrt, *layer.kernel.parameters()]
-    grads, outputs = [], []
-    for moments in (lambda: plain_conditional(layer, H, full_cov), lambda: layer.conditional(H, full_cov)):
-        mean, var = moments()
-        g = torch.Generator().manual_seed(1)
-        g_mean, g_var = (torch.randn(mean.shape, generator=g, dtype=torch.float64),
-                         torch.randn(var.shape, generator=g, dtype=torch.float64))
-        outputs.append((mean, var))
-        grads.append(torch.autograd.grad((mean * g_mean).sum() + (var * g_var).sum(), params))
-    for out, out_ref in zip(outputs[1], outputs[0]):
-        torch.testing.assert_close(out, out_ref, rtol=1e-9, atol=1e-10)
-    for g, g_ref in zip(*grads[::-1]):
-        torch.testing.assert_close(g, g_ref, rtol=1e-8, atol=1e-10)
+    params = (H, layer.Z, layer.q_mu, layer.q_sqrt, *layer.kernel.parameters())
+    assert_fast_equals_plain(lambda *_: layer.conditional(H, full_cov),
+                             lambda *_: moments_plain(layer.kernel, layer.Z, *layer.q(), H, full_cov, layer.jitter),
+                             params, rtol=1e-8, atol=1e-10)

@@ -1,16 +1,8 @@
 """Sparse variational GP layer (whitened), the building block of every deep GP.
 
-Shapes used throughout: an input batch H is [G, P, D_in]: G *groups*, each of P points that share
-one draw of the layer's function (for the importance-weighted bound a group is a data point and
-its P = K importance samples; for ordinary VI P = 1; for prediction and for the IW bound with
-``inner_sampling="batch"`` the groups are sample indices and their points the batch's). The layer
-has L independent GPs sharing one kernel and one set of M inducing inputs.
-
-Conditional (docs/mathematics.md §2), with A = Lz⁻¹ K_ZH and Q = K_HH − AᵀA the prior conditional:
-    mean_l = Aᵀ m_l,   cov_l = Q + (R_lᵀA)ᵀ(R_lᵀA).
-Sampling draws v_l = m_l + R_l ε once per group and sets g = Aᵀ v + chol(Q) ξ: exactly the same
-distribution as mean + chol(cov) ε, but the K×K Cholesky is of Q, shared by the L GPs, and the
-O(L·M²) work is per group instead of per point (docs/paper-vs-code.md §7 counts the dense alternative).
+The layer holds L independent GPs sharing one kernel and one set of M inducing inputs Z, and the
+whitened q(v_l) = N(m_l, R_lR_lᵀ) of their inducing values; its conditional (moments and draws at
+inputs H [G, P, D_in]: G groups of P points that share a draw) is :mod:`deepgp.conditional`.
 """
 
 from __future__ import annotations
@@ -18,19 +10,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .. import conditional
 from ..kernels import Stationary
-from ..linalg import (
-    DEFAULT_JITTER,
-    PLAIN,
-    Numerics,
-    cholesky,
-    gram,
-    inverse_cholesky,
-    joint_moments,
-    marginal_moments,
-    matmul_nt,
-    standard_normal,
-)
+from ..linalg import DEFAULT_JITTER, PLAIN, Numerics
 
 
 class GPLayer(nn.Module):
@@ -97,109 +79,38 @@ class GPLayer(nn.Module):
         logdet = torch.log(torch.diagonal(R, dim1=-2, dim2=-1).square()).sum()
         return 0.5 * (R.square().sum() + m.square().sum() - self.num_gps * self.num_inducing - logdet)
 
-    # -- the conditional ----------------------------------------------------------------------
-    # Each case of the conditional is the formula of docs/mathematics.md §2.2 in the layout that is fast
-    # for it (docs/paper-vs-code.md §6.3–6.4): the marginal path keeps A = Lz⁻¹K(Z, H) as [M, GP]
-    # for linalg.marginal_moments; the joint path keeps Aᵀ as [G, P, M], so that per-group
-    # products are batched GEMMs on contiguous memory. Lz⁻¹ is formed explicitly
-    # (linalg.inverse_cholesky): a GEMM with it is faster than a triangular solve with GP
-    # right-hand sides, and cond(Lz) ≤ ~1e4 with the 1e-6 jitter is harmless in float64.
-    def _Lz_inv(self, Kzz: torch.Tensor | None = None, numerics: Numerics = PLAIN) -> torch.Tensor:
-        """Lz⁻¹ [M, M] (lower-triangular), Lz the Cholesky factor of K(Z, Z) (``Kzz`` where given).
-
-        Always computed in float64 (K(Z, Z) is near-singular for close inducing inputs, and its
-        Cholesky is what float32 cannot do reliably), then cast to the layer's dtype.
-        """
-        if Kzz is None:
-            Z = self.Z.double()  # the kernel's float32 parameters promote to float64 against it
-            Kzz = self.kernel.K(Z, Z)
-        where = f"K(Z, Z) of {self.name}"
-        return inverse_cholesky(Kzz, self.jitter, where=where, deferred=numerics.deferred).to(self.Z.dtype)
-
-    def _whiten(self, H: torch.Tensor, point_major: bool = False, numerics: Numerics = PLAIN):
-        """Lz⁻¹ [M, M] and K(Z, H) [M, GP] (``point_major``: K(H, Z) [GP, M]) for H [G, P, D_in].
-
-        In float64 one kernel call gives both: K(Z, Z) is the first M columns (rows) of
-        K(Z, [Z; H]) (K([Z; H], Z)), so the kernel's operations are dispatched once per layer, not
-        twice. In float32 K(Z, Z) is its own float64 call (:meth:`_Lz_inv`).
-        """
-        Hf = H.reshape(-1, H.shape[-1])
-        with_zz = self.Z.dtype == torch.float64
-        X = torch.cat([self.Z, Hf]) if with_zz else Hf
-        K = self.kernel.K(X, self.Z) if point_major else self.kernel.K(self.Z, X)
-        if not with_zz:
-            return self._Lz_inv(numerics=numerics), K
-        # split, not two slices: its backward writes both gradients into one buffer in one pass
-        Kzz, cross = K.split([self.num_inducing, Hf.shape[0]], dim=0 if point_major else 1)
-        return self._Lz_inv(Kzz, numerics), cross
-
-    def _prior_conditional(self, H: torch.Tensor, full_cov: bool, numerics: Numerics = PLAIN):
-        """Aᵀ = K(H, Z)Lz⁻ᵀ [G, P, M] (point-major, for the per-group products of the joint path)
-        and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
-        G, P, _ = H.shape
-        # K(H, Z) [GP, M] straight from the kernel: Aᵀ as K(Z, H)ᵀLz⁻ᵀ would be a GEMM of two
-        # transposed operands, a slow layout
-        Lz_inv, Khz = self._whiten(H, point_major=True, numerics=numerics)
-        At = (Khz @ Lz_inv.mT).reshape(G, P, -1)
-        if full_cov:
-            Q = self.kernel.K(H, H) - gram(At)
-        else:
-            Q = self.kernel.K_diag(H) - At.square().sum(-1)
-        return At, Q
-
+    # -- the conditional (deepgp.conditional) ---------------------------------------------------
     def conditional(self, H: torch.Tensor, full_cov: bool = False, numerics: Numerics = PLAIN):
         """Moments of the L GP values g at H [G, P, D_in] under q (docs/mathematics.md §2.2):
 
             A = Lz⁻¹K_ZH,   mean_l = Aᵀm_l,   cov_l = Q + (R_lᵀA)ᵀ(R_lᵀA),   Q = K_HH − AᵀA.
 
         Returns mean [G, P, L] and either the marginal variances [G, P, L] or, with
-        ``full_cov=True``, the covariance across the P points of each group [G, L, P, P]. Each
-        case computes that formula in its fast layout; the plain versions are
-        :func:`~deepgp.linalg.joint_moments_plain` and :func:`~deepgp.linalg.marginal_moments_plain`.
+        ``full_cov=True``, the covariance across the P points of each group [G, L, P, P]
+        (:func:`deepgp.conditional.moments`, whose plain form is :func:`deepgp.conditional.moments_plain`).
         ``numerics``: how the linear algebra computes (:class:`~deepgp.linalg.Numerics`).
         """
         H = self._check_input(H)
-        G, P, _ = H.shape
         m, R = self.q()
-        if full_cov:
-            At, Q = self._prior_conditional(H, True, numerics)  # Aᵀ [G, P, M], Q = K_HH − AᵀA [G, P, P]
-            mean, RtA_gram = joint_moments(At, R, m)  # Aᵀm, (R_lᵀA)ᵀ(R_lᵀA) [G, L, P, P]
-            return mean, Q.unsqueeze(1) + RtA_gram
-        Lz_inv, Kzh = self._whiten(H, numerics=numerics)  # A = Lz⁻¹K_ZH is formed by marginal_moments
-        # Aᵀm, ‖R_lᵀa‖² − ‖a‖² for each column a of A
-        mean, var = marginal_moments(Lz_inv, Kzh, R, m, numerics.products_dtype)
-        var = var + self.kernel.K_diag(H).reshape(-1, 1)  # + k(h, h): the diagonal of Q + (R_lᵀA)ᵀ(R_lᵀA)
-        return mean.reshape(G, P, self.num_gps), var.reshape(G, P, self.num_gps)
+        return conditional.moments(self.kernel, self.Z, m, R, H, full_cov, jitter=self.jitter, name=self.name,
+                                   numerics=numerics)
 
     def sample(self, H: torch.Tensor, full_cov: bool = False, numerics: Numerics = PLAIN) -> torch.Tensor:
-        """One draw of the L GP values per group, g [G, P, L].
-
-        With one point per group (P = 1) this is mean + sqrt(var)·ξ. With P > 1 the points of a
-        group share one inducing draw v = m + Rε (O(L·M²) per group, O(L·M) per point) and their
-        residual N(0, Q) is drawn jointly (K×K Cholesky of Q, ``full_cov=True``: one function
-        draw shared by the group) or per point (``full_cov=False``: exact marginals, used for
-        prediction and ``inner_sampling="batch"``, where the groups are sample indices).
-        """
+        """One draw of the L GP values per group, g [G, P, L] (:func:`deepgp.conditional.sample`): the
+        points of a group share one inducing draw, and their residual is drawn jointly (``full_cov=True``)
+        or per point."""
         H = self._check_input(H)
-        G, P, _ = H.shape
-        if P == 1:
-            mean, var = self.conditional(H, numerics=numerics)
-            return mean + var.clamp_min(1e-12).sqrt() * standard_normal(mean.shape, mean)
         m, R = self.q()
-        At, Q = self._prior_conditional(H, full_cov, numerics)
-        M = At.shape[-1]
-        # v_l = m_l + R_l ε per group, stored transposed [G, L, M] so that g = Aᵀv is a product of
-        # two M-contiguous operands (and the transpose copy moves whole rows of M)
-        Vt = (standard_normal((self.num_gps, G, M), At) @ R.mT + m.T.unsqueeze(1)).transpose(0, 1).contiguous()
-        g = matmul_nt(At, Vt)  # [G, P, L]
-        xi = standard_normal(g.shape, g)
-        if full_cov:
-            # in float64: Q = k − AᵀA cancels, and its K×K factor is cheap (a no-op cast in float64 mode)
-            LQ = cholesky(Q.double(), DEFAULT_JITTER, where=f"the joint conditional covariance of {self.name}",
-                          deferred=numerics.deferred)
-            LQ = LQ.to(Q.dtype)
-            return g + LQ @ xi
-        return g + Q.clamp_min(1e-12).sqrt().unsqueeze(-1) * xi
+        return conditional.sample(self.kernel, self.Z, m, R, H, full_cov, jitter=self.jitter, name=self.name,
+                                  numerics=numerics)
+
+    def prior_conditional(self, H: torch.Tensor, full_cov: bool, numerics: Numerics = PLAIN):
+        """Aᵀ [G, P, M] and Q ([G, P, P] if full_cov else [G, P]) of g | v ~ N(Aᵀv, Q) at H [G, P, D_in]
+        (:func:`deepgp.conditional.prior_conditional`)."""
+        return conditional.prior_conditional(self.kernel, self.Z, H, full_cov, jitter=self.jitter, name=self.name,
+                                             numerics=numerics)
+
+    _prior_conditional = prior_conditional  # (the name the SGHMC baseline calls)
 
     def project(self, H: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """The layer's output from its input H [..., D_in] and GP values g [..., L]."""
