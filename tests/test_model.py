@@ -6,6 +6,7 @@ import torch
 
 import deepgp
 from deepgp import GPLayer, LatentVariableLayer
+from deepgp.architectures import initial_inducing, principal_directions
 from deepgp.conditional import inverse_cholesky_zz
 from deepgp.config import INNER_SAMPLING
 from deepgp.linalg import seeded
@@ -114,9 +115,6 @@ def test_the_default_architecture_is_the_papers(spec):
     draws as they were: every state equal, bit for bit, to the initialisation from before inner_width (written
     out here: Z0 in the data's columns of every GP layer, N(0, 1) draws in the latent ones, one rng in layer
     order, W in every inner layer)."""
-    from deepgp.linalg import seeded
-    from deepgp.model import initial_inducing, principal_directions
-
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((100, 4)), rng.standard_normal((100, 1))
     a = deepgp.DeepGP.from_spec(spec, x, y, num_inducing=16, hidden_dim=3, seed=5)

@@ -9,14 +9,12 @@ import dataclasses
 from typing import NamedTuple
 
 import numpy as np
-import scipy.cluster.vq
 import torch
 from torch import nn
 
-from . import objectives, prediction, storage
-from .config import INNER_SAMPLING, ModelConfig, parse_spec
-from .encoders import STD_OFFSETS
-from .kernels import make_kernel
+from . import architectures, objectives, prediction, storage
+from .config import INNER_SAMPLING, ModelConfig
+from .config import parse_spec as parse_spec  # re-exported: deepgp, the benchmark runner import it from here
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import PLAIN, Numerics, seeded
@@ -29,6 +27,7 @@ from .validation import (
     check_positive_int,
     check_seed,
 )
+from .validation import torch_dtype as torch_dtype  # re-exported: the estimator, the baselines import it here
 
 MODES = ("joint", "independent", "batch", "predict")
 
@@ -50,33 +49,6 @@ class Predictive(NamedTuple):
     var: torch.Tensor  # [K, B, D_y], without the likelihood's σ²
 
 
-def initial_inducing(X: np.ndarray, num_inducing: int, rng: np.random.Generator) -> np.ndarray:
-    """k-means centres of X (scipy kmeans2, 'points' init), or X itself when N ≤ M."""
-    if X.shape[0] <= num_inducing:
-        return X.copy()
-    # k-means on the distinct rows: repeated points (grids, duplicated records) otherwise give
-    # empty clusters and coincident centres, i.e. a singular K(Z, Z)
-    distinct = np.unique(X, axis=0)
-    if distinct.shape[0] <= num_inducing:
-        return distinct
-    Z, _ = scipy.cluster.vq.kmeans2(distinct, num_inducing, minit="points", seed=rng)
-    return Z
-
-
-def principal_directions(X: np.ndarray, num: int) -> np.ndarray:
-    """W [D, num]: the first min(num, D) principal directions of X as columns, then zero columns.
-
-    (The paper says principal components; its code took columns of Vᵀ instead, docs/paper-vs-code.md §1.2.)
-    """
-    D = X.shape[1]
-    _, _, Vh = np.linalg.svd(X - X.mean(0), full_matrices=False)
-    W = np.zeros((D, num))
-    c = min(num, D, Vh.shape[0])
-    W[:, :c] = Vh[:c].T
-    return W
-
-
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
 def _check_sizes(config: ModelConfig, input_dim: int, output_dim: int, state: dict, path) -> None:
     """Refuse a file whose architecture needs more parameters than the file holds: the least count of
     ``config`` (q(v) of every GP layer, Z, each encoder's weights) against the state's size, so a small
@@ -98,14 +70,6 @@ def check_parameters(model: nn.Module) -> None:
     is finite, but no trained model's), checked as loaded, i.e. after the cast to the model's dtype."""
     if not all(bool((t.abs() < 1e30).all()) for t in model.state_dict().values() if t.is_floating_point()):
         raise ValueError("it holds NaN, infinite or absurdly large parameters")
-
-
-def torch_dtype(dtype) -> torch.dtype:
-    """torch.float64 / torch.float32 (or their names) → the torch dtype; anything else is an error."""
-    name = str(dtype).removeprefix("torch.")
-    if name not in DTYPES:
-        raise ValueError(f"dtype must be float64 (the default) or float32, got {dtype!r}")
-    return DTYPES[name]
 
 
 class DeepGP(nn.Module):
@@ -130,7 +94,7 @@ class DeepGP(nn.Module):
         self.input_dim = layers[first_gp].input_dim - sum(layer.latent_dim for layer in layers[:first_gp])
         self.output_dim = layers[-1].output_dim
 
-    # -- construction -------------------------------------------------------------------------
+    # -- construction (deepgp.architectures) ----------------------------------------------------
     @classmethod
     def from_spec(cls, spec: str, X, Y, *, seed: int | None = 0, device=None, **settings) -> "DeepGP":
         """Build a model from the paper's notation and initialise it from training data X [N, D], Y [N, D_y].
@@ -139,99 +103,26 @@ class DeepGP(nn.Module):
         any other fields of :class:`~deepgp.config.ModelConfig` (``num_inducing``, ``hidden_dim``,
         ``kernel``, ``dtype``, ...). The same as ``from_config(ModelConfig(model=spec, **settings), X, Y)``.
         """
-        unknown = sorted(set(settings) - ({f.name for f in dataclasses.fields(ModelConfig)} - {"model"}))
-        if unknown:
-            raise ValueError(f"unknown setting(s) {unknown} for a model; the settings are ModelConfig's fields")
-        return cls.from_config(ModelConfig(model=spec, **settings), X, Y, seed=seed, device=device)
+        return cls.from_config(architectures.config_of(spec, settings), X, Y, seed=seed, device=device)
 
     @classmethod
     def from_config(cls, config: ModelConfig, X, Y, seed: int | None = 0, device=None) -> "DeepGP":
-        """The architecture of ``config`` (:meth:`build`), initialised from training data (:meth:`initialise`).
+        """The architecture of ``config`` (:meth:`build`), initialised from training data X [N, D], Y [N, D_y].
 
         Initialisation follows the paper's code (docs/paper-vs-code.md §1): k-means inducing inputs
         padded with N(0, 1) in latent columns, lengthscales sqrt(D_in), PCA projection, inner
         q(v) = N(0, inner_q_sqrt² I), final q(v) = prior; the encoders' Glorot weights and the
-        padding are drawn under ``seed``. M is at most the number of distinct inputs.
+        padding are drawn under ``seed``. M is at most the number of distinct inputs
+        (:func:`deepgp.architectures.from_config`).
         """
-        if not isinstance(config, ModelConfig):
-            raise ValueError(f"config must be a ModelConfig, got {type(config).__name__}")
-        dtype, device, seed = torch_dtype(config.dtype), check_device(device), check_seed(seed)
-        X, Y = as_xy(X, Y, min_rows=2)
-        check_magnitude(X, Y, dtype)
-        Xn = X.cpu().numpy()
-        rng = np.random.default_rng(seed)
-        with seeded(seed, device):
-            Z0 = initial_inducing(Xn, config.num_inducing, rng)
-            config = dataclasses.replace(config, num_inducing=int(Z0.shape[0]))
-            model = cls.build(config, Xn.shape[1], Y.shape[1], num_data=Xn.shape[0])  # draws the encoders' weights
-            model.initialise(Xn, Z0, rng)
-        return model.to(device=device, dtype=dtype)
+        return architectures.from_config(cls, config, X, Y, seed, device)
 
     @classmethod
     def build(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: int | None = None) -> "DeepGP":
         """The architecture of ``config`` for D = ``input_dim`` inputs and D_y = ``output_dim`` outputs,
-        with placeholder inducing inputs and projection (zeros): :meth:`initialise` or a state dict next.
-
-        Inner GP layers have ``hidden_dim`` GPs and output D dimensions through the fixed [W, I] map
-        (``inner_width="input"``) or their ``hidden_dim`` values over a fixed linear mean
-        (``"hidden"``; ``"auto"`` is resolved from ``num_data``, :meth:`ModelConfig.resolved`); each LV
-        layer adds ``latent_dim`` coordinates to the next layer's input.
-        """
-        if num_data is None and config.inner_width == "auto":
-            raise ValueError("DeepGP.build: inner_width='auto' is resolved from num_data, the number of training "
-                             "points: give num_data, or a concrete inner_width")
-        num_data = 1 if num_data is None else num_data
-        config = config.resolved(num_data)  # (the model records, and saves, the concrete inner width)
-        tokens, D, D_y, M = parse_spec(config.model), int(input_dim), int(output_dim), config.num_inducing
-        layers, D_in = [], D
-        for i, tok in enumerate(tokens):
-            last = i == len(tokens) - 1
-            if tok == "LV":
-                layers.append(LatentVariableLayer(D, D_y, config.latent_dim, hidden=config.encoder_hidden,
-                                                  std_map=config.encoder_std,
-                                                  std_offset=STD_OFFSETS[config.encoder_std]))
-                D_in += config.latent_dim
-                continue
-            name = "the final GP layer" if last else f"GP layer {i + 1}"
-            k = make_kernel(config.kernel, D_in, train_variance=last or config.train_inner_kernel_variance)
-            Z = torch.zeros(M, D_in, dtype=torch.float64)
-            if last:
-                layers.append(GPLayer(k, Z, D_y, None, 1.0, name=name))
-            elif config.inner_width == "hidden":
-                P = torch.zeros(D_in, config.hidden_dim, dtype=torch.float64)
-                layers.append(GPLayer(k, Z, config.hidden_dim, None, config.inner_q_sqrt, name=name, linear_mean=P))
-                D_in = config.hidden_dim
-            else:
-                W = torch.zeros(D, config.hidden_dim, dtype=torch.float64)
-                layers.append(GPLayer(k, Z, config.hidden_dim, W, config.inner_q_sqrt, name=name))
-                D_in = D
-        model = cls(layers, GaussianLikelihood(D_y, config.likelihood_variance), num_data, spec=config.model)
-        model.config = config  # everything needed to rebuild the architecture without the data (save / load)
-        return model.to(dtype=torch_dtype(config.dtype))
-
-    @torch.no_grad()
-    def initialise(self, X: np.ndarray, Z0: np.ndarray, rng: np.random.Generator) -> None:
-        """Set every GP layer's inducing inputs (``Z0`` [M, D] in the data's columns, N(0, 1) draws from
-        ``rng`` in latent ones) and the inner layers' projection W (X's principal directions). With
-        linear means (``inner_width="hidden"``) the first is P = W and the later ones the identity,
-        and the later layers' inducing inputs are Z0 W, Z0 pushed through the first mean."""
-        W = principal_directions(X, self.config.hidden_dim)
-        Zin = Z0  # the inducing inputs in the coordinates of the layers' (non-latent) inputs
-        for layer in self.layers:
-            if not isinstance(layer, GPLayer):
-                continue
-            Z = rng.standard_normal((Z0.shape[0], layer.input_dim))
-            n = min(layer.input_dim, Zin.shape[1])
-            Z[:, :n] = Zin[:, :n]
-            layer.Z.copy_(torch.from_numpy(Z))
-            if layer.W is not None:
-                layer.W.copy_(torch.from_numpy(W))
-            if layer.P is not None:
-                P = np.zeros(tuple(layer.P.shape))
-                first = Zin is Z0
-                P[: W.shape[0] if first else W.shape[1]] = W if first else np.eye(W.shape[1])
-                layer.P.copy_(torch.from_numpy(P))
-                Zin = Zin @ W if first else Zin
+        with placeholder inducing inputs and projection (zeros), to be initialised or given a state dict
+        (:func:`deepgp.architectures.build`; ``inner_width="auto"`` is resolved from ``num_data``)."""
+        return architectures.build(cls, config, input_dim, output_dim, num_data)
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path) -> None:

@@ -136,3 +136,14 @@ def check_device(device) -> torch.device | None:
             raise ValueError(f"device {str(device)!r} does not exist: "
                              f"{torch.cuda.device_count()} CUDA device(s) visible")
     return dev
+
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    """torch.float64 / torch.float32 (or their names) → the torch dtype; anything else is an error."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be float64 (the default) or float32, got {dtype!r}")
+    return DTYPES[name]
