@@ -22,7 +22,7 @@ import torch
 
 from . import storage
 from .config import ModelConfig, TrainConfig
-from .model import check_parameters
+from .model_file import check_parameters
 
 # how Adam computes, not what: a checkpoint resumes whichever implementation wrote it
 IMPLEMENTATION = ("foreach", "fused", "capturable", "differentiable")

@@ -5,23 +5,21 @@ The model string is the paper's notation, e.g. ``"LV-GP-GP"``; see :func:`parse_
 
 from __future__ import annotations
 
-import dataclasses
 from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
-from . import architectures, objectives, prediction, storage
+from . import architectures, model_file, objectives, prediction
 from .config import INNER_SAMPLING, ModelConfig
 from .config import parse_spec as parse_spec  # re-exported: deepgp, the benchmark runner import it from here
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
-from .linalg import PLAIN, Numerics, seeded
+from .linalg import PLAIN, Numerics
 from .validation import (
     as_matrix,
     as_xy,
-    check_device,
     check_dims,
     check_magnitude,
     check_positive_int,
@@ -47,29 +45,6 @@ class Predictive(NamedTuple):
 
     mean: torch.Tensor  # [K, B, D_y]
     var: torch.Tensor  # [K, B, D_y], without the likelihood's σ²
-
-
-def _check_sizes(config: ModelConfig, input_dim: int, output_dim: int, state: dict, path) -> None:
-    """Refuse a file whose architecture needs more parameters than the file holds: the least count of
-    ``config`` (q(v) of every GP layer, Z, each encoder's weights) against the state's size, so a small
-    damaged file cannot ask for a huge allocation before anything is built."""
-    if not (input_dim >= 1 and output_dim >= 1):
-        raise ValueError(f"{path} is damaged: input_dim={input_dim}, output_dim={output_dim}")
-    tokens, M, D, D_y = parse_spec(config.model), config.num_inducing, input_dim, output_dim
-    inner = sum(1 for t in tokens[:-1] if t == "GP")
-    chain = [D + D_y, *config.encoder_hidden, 2 * config.latent_dim]
-    least = (D_y * M * M + inner * config.hidden_dim * M * M + M * D
-             + tokens.count("LV") * sum(a * b for a, b in zip(chain[:-1], chain[1:])))
-    size = sum(t.numel() for t in state.values())
-    if least > size:
-        raise ValueError(f"{path} is damaged: its config describes at least {least} parameters but it holds {size}")
-
-
-def check_parameters(model: nn.Module) -> None:
-    """A ValueError unless every parameter and buffer is finite and of a sane size (|value| < 1e30: 1e300
-    is finite, but no trained model's), checked as loaded, i.e. after the cast to the model's dtype."""
-    if not all(bool((t.abs() < 1e30).all()) for t in model.state_dict().values() if t.is_floating_point()):
-        raise ValueError("it holds NaN, infinite or absurdly large parameters")
 
 
 class DeepGP(nn.Module):
@@ -124,14 +99,14 @@ class DeepGP(nn.Module):
         (:func:`deepgp.architectures.build`; ``inner_width="auto"`` is resolved from ``num_data``)."""
         return architectures.build(cls, config, input_dim, output_dim, num_data)
 
-    # -- persistence --------------------------------------------------------------------------
+    # -- persistence (deepgp.model_file) ------------------------------------------------------
     def save(self, path) -> None:
         """Write the architecture (``config``) and every parameter to ``path``.
 
         The file is safetensors with the config as JSON (:mod:`deepgp.storage`): opening it never
         runs code. The write is atomic: if it fails, a file already at ``path`` is left as it was.
         """
-        storage.write(path, storage.MODEL, self.to_tree())
+        model_file.save(self, path)
 
     @classmethod
     def load(cls, path, device=None, trust: bool = False) -> "DeepGP":
@@ -140,55 +115,17 @@ class DeepGP(nn.Module):
         ``trust=True`` also reads deepgp 0.1's pickle files, **which runs any code such a file holds**:
         only for a file whose origin you trust, and only to :meth:`save` it again in the safe format.
         """
-        device = check_device(device)
-        tree = storage.read(path, storage.MODEL, trust=trust)
-        with storage.written_by(path):
-            return cls.from_tree(tree, path, device)
+        return model_file.load(cls, path, device, trust)
 
     def to_tree(self) -> dict:
         """The saved form: {"config": the ModelConfig's fields, "input_dim": D, "output_dim": D_y,
         "num_data": N, "state": the state dict}."""
-        if not isinstance(getattr(self, "config", None), ModelConfig):
-            raise ValueError("only models built by DeepGP.from_spec or from_config can be saved with save(); save "
-                             "the parameters with safetensors.torch.save_file(model.state_dict(), path) instead")
-        return {"config": dataclasses.asdict(self.config), "input_dim": self.input_dim, "output_dim": self.output_dim,
-                "num_data": self.num_data, "state": self.state_dict()}
+        return model_file.to_tree(self)
 
     @classmethod
     def from_tree(cls, tree: dict, path="the file", device=None) -> "DeepGP":
         """The model saved as :meth:`to_tree`, checked field by field (``path`` names it in errors)."""
-        field = storage.field
-        settings = dict(field(tree, "config", dict, path))
-        unknown = sorted(set(tree) - {"config", "input_dim", "output_dim", "num_data", "state"})
-        unknown += sorted(set(settings) - {f.name for f in dataclasses.fields(ModelConfig)})
-        if unknown:
-            raise ValueError(f"{path}: unknown field(s) {unknown} (written by a newer deepgp?)")
-        for f in dataclasses.fields(ModelConfig):  # a file from before a setting existed: built with its legacy value
-            if f.name not in settings and "legacy" in f.metadata:
-                settings[f.name] = f.metadata["legacy"]
-        try:
-            config = ModelConfig(**settings)
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"{path} is damaged: {err}") from None
-        dims = [field(tree, k, int, path) for k in ("input_dim", "output_dim", "num_data")]
-        state = field(tree, "state", dict, path)
-        if not all(isinstance(v, torch.Tensor) for v in state.values()):
-            raise ValueError(f"{path} is damaged: its state holds values that are not tensors")
-        _check_sizes(config, *dims[:2], state, path)
-        if dims[2] < 1:
-            raise ValueError(f"{path} is damaged: num_data={dims[2]}")
-        try:
-            with seeded(0):  # (the placeholder weights' draws leave the caller's random state alone)
-                model = cls.build(config, *dims)
-            model.load_state_dict(state)
-        except (ValueError, TypeError, RuntimeError) as err:
-            raise ValueError(f"{path} is damaged: its parameters do not fit its architecture "
-                             f"({' '.join(str(err).split())[:300]})") from None
-        try:
-            check_parameters(model)
-        except ValueError as err:
-            raise ValueError(f"{path} is damaged: {err}") from None
-        return model.to(device) if device is not None else model
+        return model_file.from_tree(cls, tree, path, device)
 
     # -- bookkeeping --------------------------------------------------------------------------
     @property
