@@ -56,3 +56,29 @@ def test_the_kde_bandwidth_follows_silvermans_rule_in_the_output_dimension():
     y = torch.zeros(3, 2, dtype=torch.float64)
     expected = -math.log(2 * math.pi)
     np.testing.assert_allclose(kde_log_density(y, draws).numpy(), expected, atol=0.1)
+
+
+class PredictOnly(torch.nn.Module):
+    """A model with the four-output ``propagate(X, None, K, mode="predict")`` of the paper's baselines
+    and no ``propagate_prior``: here a DeepGP's, so that the predictions must be the DeepGP's own."""
+
+    def __init__(self, dgp):
+        super().__init__()
+        self.dgp, self.likelihood = dgp, dgp.likelihood
+
+    @property
+    def device(self):
+        return self.dgp.device
+
+    def propagate(self, X, Y, num_samples, mode):
+        return self.dgp.propagate(X, Y, num_samples, mode)
+
+
+def test_a_model_with_only_the_tuple_propagate_predicts_as_one_with_propagate_prior():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((20, 2)), rng.standard_normal((20, 1))
+    model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8)
+    X, Y = (torch.from_numpy(a) for a in (x, y))
+    for fn, args in ((prediction.predictive_log_density, (X, Y, 200, "mixture", 1)),
+                     (prediction.sample_predictive, (X, 200, 1))):
+        assert np.array_equal(fn(PredictOnly(model), *args), fn(model, *args))

@@ -229,7 +229,8 @@ class DeepGP(nn.Module):
     def propagate(self, X: torch.Tensor, Y: torch.Tensor | None, num_samples: int, mode: str):
         """:meth:`propagate_prior` (``mode="predict"``) or :meth:`propagate_posterior` (``mode`` its
         ``sampling``) as one tuple: mean and var [B, K, D_y] (``predict``: [K, B, D_y]), the log density
-        ratio Σ_LV log p(w) − log q(w) [B, K] and Σ_LV KL(q(w_n) ‖ p(w_n)) [B] (zeros in ``predict``)."""
+        ratio Σ_LV log p(w) − log q(w) [B, K] and Σ_LV KL(q(w_n) ‖ p(w_n)) [B] (zeros in ``predict``).
+        The form the paper's baselines call and provide; the library calls the two named methods."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if mode == "predict":

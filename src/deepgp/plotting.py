@@ -76,7 +76,7 @@ def log_density_grid(model, x_grid, y_grid, num_samples: int = 300, seed: int = 
     X = torch.as_tensor(xs.transform(np.asarray(x_grid, dtype=np.float64).reshape(-1, 1)), dtype=dgp.dtype)
     Y = torch.as_tensor(ys.transform(np.asarray(y_grid, dtype=np.float64).reshape(-1, 1)), dtype=dgp.dtype)
     with seeded(seed, dgp.device):
-        mean, var, _, _ = dgp.propagate(X.to(dgp.device), None, num_samples, mode="predict")  # [S, G, 1]
+        mean, var = dgp.propagate_prior(X.to(dgp.device), num_samples)  # [S, G, 1]
     rows = []
     for yc in Y.to(dgp.device).split(64):  # [h, 1] → [h, 1, 1, 1] against [S, G, 1]: bounded memory
         logp = dgp.likelihood.log_predictive(yc[:, None, None, :], mean, var)  # [h, S, G]

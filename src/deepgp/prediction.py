@@ -56,10 +56,21 @@ def predictive_moments(model, X: torch.Tensor, num_samples: int):
     means, variances = [], []
     block = block_shape(X.device)[1]
     for start in range(0, num_samples, block):
-        mean, var, _, _ = model.propagate(X, None, min(block, num_samples - start), mode="predict")
+        mean, var = prior_moments(model, X, min(block, num_samples - start))
         means.append(mean)
         variances.append(var)
     return torch.cat(means), torch.cat(variances)
+
+
+def prior_moments(model, X: torch.Tensor, num_samples: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The final layer's moments of K = ``num_samples`` draws at X [B, D] with w from the prior: mean,
+    var [K, B, D_y] (:meth:`DeepGP.propagate_prior <deepgp.DeepGP.propagate_prior>`). A model without
+    ``propagate_prior`` (the paper's baselines) gives them as the first two of its
+    ``propagate(X, None, K, mode="predict")``."""
+    if hasattr(model, "propagate_prior"):
+        return model.propagate_prior(X, num_samples)
+    mean, var, _, _ = model.propagate(X, None, num_samples, mode="predict")
+    return mean, var
 
 
 @torch.no_grad()
