@@ -250,7 +250,7 @@ def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: 
     snapshot's mean within 0.1 of it, or above, is marked ✓. ``splits``: only these splits. Runs
     evaluated on other points or draws than most of the table's are never averaged with them: their
     settings name the evaluation."""
-    from deepgp.benchmark.report import read_paper
+    from deepgp_bench.report import read_paper
 
     reference = read_paper(paper) if paper else {}
     cells: dict = defaultdict(lambda: defaultdict(list))
@@ -386,7 +386,7 @@ def main() -> None:
 def run(args) -> None:
     out = Path(args.out)
     if args.table:
-        from deepgp.benchmark.runner import parse_splits
+        from deepgp_bench.runner import parse_splits
 
         for name, path in (("--out", out), ("--paper", args.paper)):
             if path is not None and not Path(path).is_file():

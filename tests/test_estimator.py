@@ -75,7 +75,7 @@ def test_a_file_from_a_newer_deepgp_names_its_version(fitted, tmp_path, monkeypa
     fitted.save(tmp_path / "reg.pt")
     blob = storage.read(tmp_path / "reg.pt", storage.REGRESSOR)
     blob["params"]["halo"] = 1
-    monkeypatch.setattr("deepgp.__version__", "99.0")  # the version write() records
+    monkeypatch.setattr("deepgp.version.__version__", "99.0")  # the version write() records
     storage.write(tmp_path / "new.pt", storage.REGRESSOR, blob)
     monkeypatch.undo()
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['halo'\] \(written by deepgp 99\.0, newer than"):

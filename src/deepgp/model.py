@@ -20,10 +20,9 @@ from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import seeded
 from .validation import (
-    as_matrix,
+    as_model_data,
     as_xy,
     check_device,
-    check_dims,
     check_magnitude,
     check_positive_int,
     check_seed,
@@ -303,11 +302,7 @@ class DeepGP(nn.Module):
         return sum(layer.kl() for layer in self.layers if isinstance(layer, GPLayer))
 
     def _data(self, X, Y=None):
-        if Y is None:
-            X = as_matrix("X", X, self.dtype, self.device)
-            check_dims(X, None, self.input_dim)
-            return X, None
-        return as_xy(X, Y, self.dtype, self.device, self.input_dim, self.output_dim)
+        return as_model_data(self, X, Y)
 
     # -- propagation --------------------------------------------------------------------------
     def propagate(self, X: torch.Tensor, Y: torch.Tensor | None, num_samples: int, mode: str,

@@ -4,9 +4,9 @@ Resuming: the results file is a CSV that only ever grows. A row is written when 
 configuration has finished, as one ``os.write`` of the whole line on an ``O_APPEND`` descriptor,
 so a row is either complete or absent; a run that is killed loses only the rows in flight. On
 start, rows already in the file (matched on :data:`KEY`: every setting that changes a number,
-generated from :mod:`deepgp.config`) are skipped. A file written before a setting was a column is
-read with that setting's declared default (``"-"`` for inner_sampling in a "vi" row), and rewritten
-once with the column the next time a run appends to it.
+generated from :mod:`deepgp.config` and :mod:`deepgp_bench.config`) are skipped. A file written
+before a setting was a column is read with that setting's declared default (``"-"`` for
+inner_sampling in a "vi" row), and rewritten once with the column the next time a run appends to it.
 
 Damaged lines: every physical line is parsed on its own (rows never contain a newline), so a
 damaged line (a truncated last line from a crash mid-write, an edit that broke its quoting, a
@@ -30,7 +30,7 @@ its key; one already in the file is not written again.
 
 Executors: ``local`` runs configurations in this process (``jobs=1``) or in a pool of ``jobs``
 processes with one torch thread each; ``dask`` submits the same function to a Dask distributed
-scheduler (``pip install deepgp[distributed]``) and writes rows here as they complete. Either
+scheduler (``pip install deepgp-bench[distributed]``) and writes rows here as they complete. Either
 way at most as many configurations are claimed as can run at once (``jobs``, or the cluster's
 worker threads), the next one as soon as one finishes.
 """
@@ -45,6 +45,7 @@ import io
 import itertools
 import logging
 import math
+import multiprocessing as mp
 import os
 import platform
 import re
@@ -54,22 +55,26 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..config import (
-    RECIPE_ITERATIONS,
-    RECIPE_VALUES,
-    BenchmarkConfig,
-    ModelConfig,
-    SGHMCConfig,
-    TrainConfig,
-    settings_of,
-)
+import filelock
+import numpy as np
+import torch
 
-if TYPE_CHECKING:
-    from filelock import FileLock
+from deepgp import DeepGP, __version__, fit
+from deepgp.config import RECIPE_ITERATIONS, RECIPE_VALUES, ModelConfig, TrainConfig, parse_spec, settings_of
+from deepgp.datasets.uci import load_split, load_uci, split_data
+from deepgp.metrics import split_metrics
+from deepgp.runtime import training_products_dtype
+from deepgp.storage import write_bytes
+from deepgp.validation import check_device, check_positive_int
+
+from .baselines import check_pair, model_config, network_name, train_method
+from .baselines import fit as fit_baseline
+from .config import BenchmarkConfig, SGHMCConfig
 
 DATASETS = ("boston", "concrete", "energy", "forest", "kin8nm", "power", "winered", "yacht", "naval", "protein")
 # the nine columns of the paper's Table 1, what `deepgp benchmark` runs by default: (model, method)
@@ -77,7 +82,7 @@ CONFIGS = (
     ("GP", "vi"), ("GP-GP", "vi"), ("GP-GP-GP", "vi"), ("LV-GP", "vi"), ("LV-GP", "iw"), ("LV-GP-GP", "vi"),
     ("LV-GP-GP", "iw"), ("LV-GP-GP-GP", "vi"), ("LV-GP-GP-GP", "iw"),
 )
-# the baselines of the paper's Table S1 (deepgp.baselines): a linear-Gaussian CVAE, two CVAEs, SGHMC deep GPs
+# the baselines of the paper's Table S1 (deepgp_bench.baselines): a linear-Gaussian CVAE, two CVAEs, SGHMC deep GPs
 BASELINES = (("Linear", "vi"), ("CVAE-50", "vi"), ("CVAE-100-100", "vi"),
              ("GP", "sghmc"), ("GP-GP", "sghmc"), ("GP-GP-GP", "sghmc"))
 # `deepgp benchmark`'s default budget: the default recipe's (fit's is TrainConfig's); --recipe paper: the paper's
@@ -97,7 +102,7 @@ _INTS = ("split", "n_train", "n_test", *(name for name, f in SETTINGS.items() if
 
 
 MAX_SPLIT = 2**32 - 1  # numpy's RandomState seeds
-ALL_METHODS = ("vi", "iw", "sghmc")  # sghmc: the SGHMC deep GP baseline (deepgp.baselines.sghmc)
+ALL_METHODS = ("vi", "iw", "sghmc")  # sghmc: the SGHMC deep GP baseline (deepgp_bench.baselines.sghmc)
 
 # -- configurations ------------------------------------------------------------------------------
 def default_settings(recipe: str = TrainConfig.recipe) -> dict:
@@ -132,11 +137,8 @@ def model_methods(models: Iterable[str], methods: Iterable[str]) -> list[tuple[s
     a bare model is crossed with ``methods``, except that ``iw`` is skipped for models without a
     latent-variable layer: with no latent variable IW only re-weights the inner layers' samples,
     which the paper does not report (and GP is deterministic given q, so IW = VI there).
-    The baselines (:mod:`deepgp.baselines`): ``Linear`` and ``CVAE-<widths>`` by vi or iw (an IWAE),
+    The baselines (:mod:`deepgp_bench.baselines`): ``Linear`` and ``CVAE-<widths>`` by vi or iw (an IWAE),
     a GP-only spec by ``sghmc`` (a bare model gets sghmc only where ``methods`` asks and it is GP-only)."""
-    from ..baselines import network_name, train_method
-    from ..model import parse_spec
-
     pairs: list[tuple[str, str]] = []
     for entry in models:
         model, _, method = entry.partition(":")
@@ -161,7 +163,7 @@ def make_configs(
 ) -> list[dict]:
     """All configurations, split-major (every dataset's first split finishes before any second).
 
-    ``settings`` are any fields of :class:`~deepgp.config.BenchmarkConfig`, ModelConfig and
+    ``settings`` are any fields of :class:`~deepgp_bench.config.BenchmarkConfig`, ModelConfig and
     TrainConfig (the model, method and seed come from ``pairs`` and ``splits``); each is checked once
     here, not as one failed row per configuration, and recorded in every row's key.
     ``protocol="splits"``: split s trained with seed s (real splits, training statistics).
@@ -173,9 +175,6 @@ def make_configs(
     ``snapshots``: budgets in [1, iterations) whose rows each run also writes (:func:`run_config`);
     carried beside the settings, not in the key, as they change no number.
     """
-    from ..baselines import model_config, network_name, train_method
-    from ..validation import check_device, check_positive_int
-
     fixed = {"model", "method", "seed"} & set(settings)
     unknown = sorted(set(settings) - set(SETTINGS)) + sorted(fixed)
     if unknown:
@@ -230,9 +229,6 @@ def unread_settings(model: str, method: str) -> frozenset[str]:
     LV layers none of the encoder's, SGHMC not ``inner_q_sqrt``; the SGHMC settings are read by ``sghmc``
     only, the natural-gradient ones by ``vi``/``iw`` deep GPs only (the baselines' optimiser is Adam's
     schedule alone), ``dreg`` by ``iw`` with LV layers."""
-    from ..baselines import network_name
-    from ..model import parse_spec
-
     sghmc = {f.name for f in dataclasses.fields(SGHMCConfig)}
     if network_name(model):
         # (num_inducing stays in the key: the report names a row's budget by it)
@@ -267,8 +263,6 @@ def _width(inner_width: str, n_train) -> str:
 
 def _train_rows(dataset: str, data_dir=None) -> int:
     """N, the training points of every split of ``dataset`` (the runner's 90%)."""
-    from ..datasets.uci import load_uci, split_data
-
     X, Y = load_uci(dataset, data_dir)
     return len(split_data(X, Y, 0, test_limit=1).X_train)
 
@@ -304,18 +298,6 @@ def run_config(config: dict) -> list[dict]:
     ``seconds`` count the run up to it. The baselines ignore snapshots (their schedules may depend
     on the total). Runs with one torch thread: parallelism comes from running several configurations at once.
     """
-    import numpy as np
-    import torch
-
-    from .. import __version__
-    from ..baselines import check_pair, model_config, train_method
-    from ..baselines import fit as fit_baseline
-    from ..datasets.uci import load_split
-    from ..metrics import split_metrics
-    from ..model import DeepGP
-    from ..runtime import training_products_dtype
-    from ..training import fit
-
     torch.set_num_threads(1)
     start = time.perf_counter()
     bench = BenchmarkConfig(**settings_of(BenchmarkConfig, config))
@@ -356,8 +338,6 @@ def run_config(config: dict) -> list[dict]:
 
 def _device_name(device) -> str:
     """"cpu", or a GPU as "cuda:0 NVIDIA H100 80GB HBM3" (rows computed on a GPU are marked so)."""
-    import torch
-
     if device.type != "cuda":
         return device.type
     return f"cuda:{device.index or 0} {torch.cuda.get_device_name(device)}"
@@ -504,10 +484,6 @@ def prepare_results(path) -> set[tuple[str, ...]]:
     migrating the file happen under a lock (``<results>.lock``), so processes starting together
     do them once.
     """
-    import filelock
-
-    from ..storage import write_bytes
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(str(path.with_name(path.name + ".lock"))):
@@ -567,7 +543,7 @@ class _Claims:
     def __init__(self, results: Path):
         self.results = results
         self.folder = results.with_name(results.name + ".claims")
-        self.held: dict[tuple[str, ...], FileLock] = {}
+        self.held: dict[tuple[str, ...], filelock.FileLock] = {}
         self.running_elsewhere = 0  # skipped: claimed by another process
         self.finished_elsewhere = 0  # skipped: another process wrote the row since this run started
 
@@ -578,8 +554,6 @@ class _Claims:
                 yield config
 
     def _take(self, config: dict) -> bool:
-        import filelock
-
         key = config_key(config)
         for attempt in (1, 2):
             self.folder.mkdir(exist_ok=True)
@@ -606,7 +580,7 @@ class _Claims:
         if lock is not None:
             self._drop(lock, remove)
 
-    def _drop(self, lock: FileLock, remove: bool) -> None:
+    def _drop(self, lock: filelock.FileLock, remove: bool) -> None:
         if remove:
             # removed while still held: whoever takes the claim from here on finds the row in the file
             Path(lock.lock_file).unlink(missing_ok=True)
@@ -684,21 +658,19 @@ def _describe(row: dict) -> str:
 
 
 def _init_worker() -> None:
-    import torch
-
     torch.set_num_threads(1)
 
 
 def run_benchmark(
     configs: list[dict], results, jobs: int = 1, executor: str = "local", scheduler: str | None = None,
-    log: Callable[[str], None] | None = None, run: Callable[[dict], list[dict]] = run_config,
+    log: Callable[[str], None] | None = None, run: Callable[[dict], list[dict]] = run_config, debug: bool = False,
 ) -> int:
     """Run every configuration neither in ``results`` nor claimed by another process; returns the
     number of failed ones. ``run`` returns a configuration's rows (:func:`run_config`).
 
     Prints one progress line per row written. A snapshot row already in the file is not written
-    again. A failing configuration is reported (with its traceback) and left out of the file, so a
-    later run retries it.
+    again. A failing configuration is reported (``debug``: with its traceback, on standard error) and
+    left out of the file, so a later run retries it.
     """
     log = log or logging.getLogger(__name__).info
     if executor == "dask":
@@ -726,9 +698,7 @@ def run_benchmark(
             if err is not None:
                 failed += 1
                 log(f"{prefix} FAILED {_describe(config)}: {type(err).__name__}: {' '.join(str(err).split())}")
-                from ..cli import debugging
-
-                if debugging():
+                if debug:
                     traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
                 return
             done = _done(results) if len(rows) > 1 else set()  # a snapshot's row may be there: from a run of its budget
@@ -772,10 +742,6 @@ def run_benchmark(
 
 def _run_pool(configs: Iterator[dict], jobs: int, record, run) -> None:
     """Run ``configs`` in a pool of ``jobs`` processes, taking the next one as one finishes."""
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
-
     # fork (where available) saves each worker re-importing torch (~10 s on a loaded core). With a
     # CPU build it is safe because the parent is put on one thread first and never runs a parallel
     # region, so there is no OpenMP pool to inherit in a broken state (the known fork + torch hang).
@@ -783,8 +749,6 @@ def _run_pool(configs: Iterator[dict], jobs: int, record, run) -> None:
     # A CUDA build of torch cannot fork once autograd has run in the parent (its engine keeps
     # device threads: "Unable to handle autograd's threading in combination with fork"), and CUDA
     # itself never survives a fork: with a CUDA build, workers spawn and import torch afresh.
-    import torch
-
     method = "fork" if "fork" in mp.get_all_start_methods() and torch.version.cuda is None else "spawn"
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context(method), initializer=_init_worker) as pool:
         # the workers start (all of them, at the first task) before any claim is taken, so that no
@@ -813,7 +777,7 @@ def _import_dask():
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError as err:
-        raise ImportError("--executor dask needs dask.distributed: pip install 'deepgp[distributed]'") from err
+        raise ImportError("--executor dask needs dask.distributed: pip install 'deepgp-bench[distributed]'") from err
     return Client, LocalCluster, as_completed
 
 

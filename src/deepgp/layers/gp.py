@@ -130,9 +130,10 @@ class GPLayer(nn.Module):
         Kzz, cross = K.split([self.num_inducing, Hf.shape[0]], dim=0 if point_major else 1)
         return self._Lz_inv(Kzz), cross
 
-    def _prior_conditional(self, H: torch.Tensor, full_cov: bool):
-        """Aᵀ = K(H, Z)Lz⁻ᵀ [G, P, M] (point-major, for the per-group products of the joint path)
-        and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
+    def prior_conditional(self, H: torch.Tensor, full_cov: bool):
+        """The prior conditional of the layer's GPs at H [G, P, D_in] given whitened inducing values v:
+        g | v ~ N(Aᵀv, Q). Returns Aᵀ = K(H, Z)Lz⁻ᵀ [G, P, M] (point-major, for the per-group products of
+        the joint path) and Q = k(H, H) − AᵀA: [G, P, P] if full_cov else its diagonal [G, P]."""
         G, P, _ = H.shape
         # K(H, Z) [GP, M] straight from the kernel: Aᵀ as K(Z, H)ᵀLz⁻ᵀ would be a GEMM of two
         # transposed operands, a slow layout (commit 30aca33)
@@ -158,7 +159,7 @@ class GPLayer(nn.Module):
         G, P, _ = H.shape
         m, R = self.q()
         if full_cov:
-            At, Q = self._prior_conditional(H, True)  # Aᵀ [G, P, M], Q = K_HH − AᵀA [G, P, P]
+            At, Q = self.prior_conditional(H, True)  # Aᵀ [G, P, M], Q = K_HH − AᵀA [G, P, P]
             mean, RtA_gram = joint_moments(At, R, m)  # Aᵀm, (R_lᵀA)ᵀ(R_lᵀA) [G, L, P, P]
             return mean, Q.unsqueeze(1) + RtA_gram
         Lz_inv, Kzh = self._whiten(H)  # A = Lz⁻¹K_ZH is formed by marginal_moments
@@ -181,7 +182,7 @@ class GPLayer(nn.Module):
             mean, var = self.conditional(H)
             return mean + var.clamp_min(1e-12).sqrt() * standard_normal(mean.shape, mean)
         m, R = self.q()
-        At, Q = self._prior_conditional(H, full_cov)
+        At, Q = self.prior_conditional(H, full_cov)
         M = At.shape[-1]
         # v_l = m_l + R_l ε per group, stored transposed [G, L, M] so that g = Aᵀv is a product of
         # two M-contiguous operands (and the transpose copy moves whole rows of M)
