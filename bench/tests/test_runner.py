@@ -495,7 +495,8 @@ def test_cli_dask_missing_is_one_line_before_anything_is_claimed(data_dir, tmp_p
     status, err = run_main(["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--executor",
                             "dask", "--data-dir", str(data_dir), "--results", str(results)], capsys)
     assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
-    assert "deepgp benchmark: error: --executor dask needs dask.distributed: pip install 'deepgp-bench[distributed]'" in err
+    assert ("deepgp benchmark: error: --executor dask needs dask.distributed: pip install 'deepgp-bench[distributed]'"
+            in err)
     assert not results.exists() and not results.with_name("r.csv.claims").exists()
 
 
