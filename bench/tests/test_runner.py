@@ -1,6 +1,7 @@
 """Benchmark runner: rows, resuming, interrupted and damaged rows, claims, parallel and Dask executors, the CLI."""
 
 import csv
+import functools
 import math
 import multiprocessing as mp
 import os
@@ -785,3 +786,27 @@ def test_the_benchmark_budget_is_the_recipes(monkeypatch):
         args = bench_cli.build_parser().parse_args([*argv, "--datasets", "toy", "--models", "GP:vi", "--splits", "0"])
         assert bench_cli._benchmark(args) == 0
         assert seen[-1][0]["iterations"] == budget
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_failed_configuration_shows_its_traceback_only_when_asked(data_dir, tmp_path, capsys, debug):
+    def fails(config):
+        raise RuntimeError("the test's failure")
+
+    logged = []
+    todo = configs(data_dir, pairs=(("GP", "vi"),), splits=(0,))[:1]
+    failed = runner.run_benchmark(todo, tmp_path / "r.csv", log=logged.append, run=fails, debug=debug)
+    err = capsys.readouterr().err
+    assert failed == 1 and "FAILED toya GP vi split 0" in logged[-1] and "the test's failure" in logged[-1]
+    assert ("Traceback (most recent call last)" in err) is debug and ("in fails" in err) is debug
+
+
+def test_deepgp_debug_shows_a_failed_configurations_traceback(data_dir, tmp_path, capsys, monkeypatch):
+    def fails(config):
+        raise RuntimeError("the test's failure")
+
+    monkeypatch.setattr(bench_cli, "run_benchmark", functools.partial(runner.run_benchmark, run=fails))
+    args = ["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--iterations", "2",
+            "--data-dir", str(data_dir), "--results", str(tmp_path / "r.csv")]
+    assert main(args) == 1 and "Traceback" not in capsys.readouterr().err
+    assert main(["--debug", *args]) == 1 and "in fails" in capsys.readouterr().err
