@@ -1,50 +1,52 @@
 # Everything from a fresh clone: `make demo` runs the demo, `make check` everything CI checks.
-# Both create .venv and install the package first (torch pinned to the CPU wheel on these
-# machines). `make check` is what CI runs: the tests, the lint, the type check, the docs, the tests
-# at the lowest declared versions (.ci/min-versions.txt) and the built distribution.
+# Both create .venv and install the library and the paper's harness beside it (bench/: deepgp-bench)
+# first (torch pinned to the CPU wheel on these machines). `make check` is what CI runs: both test
+# suites, the lint, the type check, the docs, both suites at the lowest declared versions
+# (.ci/min-versions.txt) and the built distributions.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml bench/pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q torch==2.13.0
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q -e '.[dev]' -e 'bench[distributed]'
 	touch $(STAMP)
 
 .PHONY: setup test test-fast demo lint typecheck check test-min dist figures
 setup: $(STAMP)
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+test: $(STAMP)  # the library's tests (tests/) and the harness's (bench/tests/)
+	$(PY) -m pytest -q tests bench/tests
 
 test-fast: $(STAMP)  # everything but the slow tests (a quick local run)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" tests bench/tests
 
 demo: $(STAMP)
 	$(VENV)/bin/deepgp demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests bench benchmarks
 
 # the suite at the lowest version of every dependency the package declares
 MIN_VENV := .venv-min
-$(MIN_VENV)/.installed: pyproject.toml .ci/min-versions.txt
+$(MIN_VENV)/.installed: pyproject.toml bench/pyproject.toml .ci/min-versions.txt
 	python3 -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/pip install -q --upgrade pip
 	$(MIN_VENV)/bin/pip install -q torch==2.13.0
-	$(MIN_VENV)/bin/pip install -q -e '.[dev]' -r .ci/min-versions.txt
+	$(MIN_VENV)/bin/pip install -q -e '.[dev]' -e 'bench[distributed]' -r .ci/min-versions.txt
 	touch $(MIN_VENV)/.installed
 
 test-min: $(MIN_VENV)/.installed
-	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider tests bench/tests
 
-# the wheel and sdist as users get them, checked by twine
+# the wheels and sdists as users get them, the library's and the harness's, checked by twine
 dist: $(STAMP)
 	$(VENV)/bin/pip install -q build twine
 	rm -rf dist
 	$(PY) -m build -q --outdir dist .
+	$(PY) -m build -q --outdir dist bench
 	$(VENV)/bin/twine check --strict dist/*
 
 # mypy on the public API ([tool.mypy] in pyproject.toml says which modules)

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 import deepgp
-from deepgp.benchmark.runner import unread_settings
 from deepgp.datasets.uci import find_uci
 from deepgp.storage import check_writable
+from deepgp_bench.runner import unread_settings
 
 PAPER = {"GP": -0.65, "GP-GP": -0.75, "LV-GP-GP": -0.28}
 RUNS = [("GP", "vi", 1), ("GP-GP", "vi", 1), ("LV-GP-GP", "iw", 5)]

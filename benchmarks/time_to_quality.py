@@ -301,7 +301,7 @@ def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: 
     snapshot's mean within 0.1 of it, or above, is marked ✓. ``splits``: only these splits. Runs
     evaluated on other points or draws than most of the table's are never averaged with them: their
     settings name the evaluation."""
-    from deepgp.benchmark.report import read_paper
+    from deepgp_bench.report import read_paper
 
     reference = read_paper(paper) if paper else {}
     cells: dict = defaultdict(lambda: defaultdict(list))
@@ -429,7 +429,7 @@ def main() -> None:
 def run(args) -> None:
     out = Path(args.out)
     if args.table:
-        from deepgp.benchmark.runner import parse_splits
+        from deepgp_bench.runner import parse_splits
 
         for name, path in (("--out", out), ("--paper", args.paper)):
             if path is not None and not Path(path).is_file():
@@ -439,7 +439,7 @@ def run(args) -> None:
         except ValueError as err:
             raise UsageError(f"--splits: {err}") from None
         if args.paper is not None:
-            from deepgp.benchmark.report import read_paper
+            from deepgp_bench.report import read_paper
 
             try:
                 read_paper(args.paper)  # (a file that is not the paper's table is a bad argument)
@@ -479,8 +479,8 @@ def check_run_arguments(args) -> None:
     if not snapshots or snapshots[0] < 1:
         raise UsageError(f"--snapshots must be iteration counts of at least 1, got {args.snapshots!r}")
     args.snapshots = snapshots
-    from deepgp.benchmark.runner import MAX_SPLIT
     from deepgp.datasets.uci import plain_name
+    from deepgp_bench.runner import MAX_SPLIT
 
     for name, least in (("threads", 1), ("points", 1), ("draws", 2)):  # (a KDE of one draw has no bandwidth)
         if getattr(args, name) < least:

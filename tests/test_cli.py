@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from deepgp import DeepGPRegressor
+from deepgp import DeepGPRegressor, cli
 from deepgp.cli import build_parser, main
 
 FAST = ["--iterations", "40", "--num-inducing", "8", "--batch-size", "64", "--no-progress"]
@@ -90,24 +90,24 @@ def test_a_source_tree_run_without_installing_names_its_version():
     if not pyproject.exists():
         pytest.skip("deepgp is installed, not a source tree")
     declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
-    assert deepgp._source_version() == declared != "0+unknown"
+    assert deepgp.version.source_version() == declared != "0+unknown"
     assert deepgp.__version__ == declared
 
 
 def test_a_source_tree_wins_over_an_installed_deepgp_of_another_version(monkeypatch):
-    import deepgp
+    from deepgp import version
 
-    monkeypatch.setattr(deepgp, "version", lambda name: "9.9")  # an installed deepgp 9.9 beside the tree
-    monkeypatch.setattr(deepgp, "_source_version", lambda: "0.2.0.dev0")
-    assert deepgp._find_version() == "0.2.0.dev0"
-    monkeypatch.setattr(deepgp, "_source_version", lambda: "0+unknown")  # installed, no tree: its metadata
-    assert deepgp._find_version() == "9.9"
+    monkeypatch.setattr(version, "distribution_version", lambda name: "9.9")  # an installed deepgp 9.9 beside the tree
+    monkeypatch.setattr(version, "source_version", lambda: "0.2.0.dev0")
+    assert version.find_version() == "0.2.0.dev0"
+    monkeypatch.setattr(version, "source_version", lambda: "0+unknown")  # installed, no tree: its metadata
+    assert version.find_version() == "9.9"
 
 
 def test_help_lists_every_command(capsys):
     parser = build_parser()
     help_text = parser.format_help()
-    for cmd in ["demo", "fit", "predict", "evaluate", "plot", "benchmark", "report"]:
+    for cmd in ["demo", "fit", "predict", "evaluate", "plot", "convert"]:
         assert cmd in help_text
     for argv in (["fit", "--help"], ["predict", "--help"], ["evaluate", "--help"], ["plot", "prior", "--help"],
                  ["plot", "posterior", "--help"], ["plot", "marginals", "--help"], ["demo", "--help"]):
@@ -165,9 +165,6 @@ def errors_for(tmp_path, data):
         (["plot", "prior", "--out", str(tmp_path / "p.jpg")], "must end in one of"),
         (["demo", "--models", "GP,GP-GP-GP", "--out", str(tmp_path)], "unknown demo model"),
         (["demo", "--models", "GP,GP", "--out", str(tmp_path)], "a demo model named twice"),
-        (["benchmark", "--datasets", "", "--results", str(tmp_path / "r.csv")], "--datasets names nothing"),
-        (["benchmark", "--datasets", "toya", "--models", " , ", "--results", str(tmp_path / "r.csv")],
-         "--models names nothing"),
     ]
 
 
@@ -233,3 +230,49 @@ def test_fit_has_an_option_for_every_setting_and_passes_it_on(data, tmp_path):
     assert (reg.kernel, reg.gamma, reg.encoder_hidden, reg.natgrad, reg.predict_samples) == (
         "matern52", 0.05, (8, 8), False, 77)
     assert reg.model_.config.encoder_hidden == (8, 8)
+
+
+class FakeEntryPoint:
+    """An entry point of the group deepgp.commands, as importlib.metadata gives one."""
+
+    def __init__(self, name, load):
+        self.name, self.value, self._load = name, f"somewhere:{name}", load
+
+    def load(self):
+        return self._load()
+
+
+def test_a_package_adds_its_command_through_the_entry_point_group(monkeypatch, capsys):
+    def register(sub):
+        p = sub.add_parser("hello", help="say hello")
+        p.add_argument("--to", default="world")
+        p.set_defaults(func=lambda args: print(f"hello {args.to}, debug {args.debug}"))
+
+    monkeypatch.setattr(cli, "plugins", lambda: [FakeEntryPoint("hello", lambda: register)])
+    assert "say hello" in build_parser().format_help()
+    assert main(["hello", "--to", "you"]) == 0 and capsys.readouterr().out == "hello you, debug False\n"
+    assert main(["--debug", "hello"]) == 0 and capsys.readouterr().out == "hello world, debug True\n"
+
+
+def test_an_added_command_that_fails_to_load_fails_alone_in_one_line(monkeypatch, capsys):
+    def broken():
+        raise ModuleNotFoundError("No module named 'zuko'")
+
+    monkeypatch.setattr(cli, "plugins", lambda: [FakeEntryPoint("hello", broken)])
+    assert "not available: No module named 'zuko'" in build_parser().format_help()
+    assert main(["hello", "--to", "you", "-h"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "deepgp hello: error: the package that adds `deepgp hello`" in err
+    assert "No module named 'zuko'" in err
+    with pytest.raises(SystemExit) as exit_:  # the other commands are unharmed
+        main(["fit", "--help"])
+    assert exit_.value.code == 0
+
+
+@pytest.mark.parametrize("command", ["benchmark", "report"])
+def test_the_benchmark_commands_without_their_package_say_how_to_install_it(monkeypatch, capsys, command):
+    monkeypatch.setattr(cli, "plugins", lambda: [])
+    assert main(["--debug", command, "--datasets", "yacht"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"`deepgp {command}` comes with" in err and "pip install ./bench" in err
+    assert command not in build_parser().format_help()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import deepgp.commands
 import deepgp.demo
 from deepgp.cli import main
 from deepgp.config import RECIPE_ITERATIONS, RECIPE_VALUES
@@ -71,7 +72,7 @@ def test_the_cli_runs_the_chosen_budget(flags, expected, monkeypatch, tmp_path, 
         (Path(out) / "scores.json").write_text(json.dumps({"exact": -0.7}))
         return {"GP": {"method": "vi", "test_log_density": -1.3, "seconds": 0.0}}
 
-    monkeypatch.setattr(deepgp.demo, "run_demo", fake_run_demo)
+    monkeypatch.setattr(deepgp.commands, "run_demo", fake_run_demo)
     assert main(["demo", *flags, "--out", str(tmp_path), "--no-progress"]) == 0
     assert seen["config"] == expected
 

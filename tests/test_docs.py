@@ -29,7 +29,8 @@ def _resolve(name: str):
         return obj
 
 
-DOTTED = _names(r"(?<![\w./-])(deepgp(?:\.[A-Za-z_]\w*)+)")
+# the library's names and the harness's (deepgp_bench: resolved where it is installed)
+DOTTED = _names(r"(?<![\w./-])(deepgp(?:_bench)?(?:\.[A-Za-z_]\w*)+)")
 
 
 def test_pages_name_something():
@@ -44,8 +45,9 @@ def test_dotted_names_resolve(name, page):
         pytest.fail(f"{page} names {name}, which does not exist ({e})")
 
 
-# where a page's `name.py` may live: pages name modules from the package and scripts from benchmarks/
-FOLDERS = [ROOT, ROOT / "src" / "deepgp", ROOT / "benchmarks", ROOT / "benchmarks" / "uci"]
+# where a page's `name.py` may live: pages name modules from the packages and scripts from benchmarks/
+FOLDERS = [ROOT, ROOT / "src" / "deepgp", ROOT / "bench" / "src" / "deepgp_bench", ROOT / "benchmarks",
+           ROOT / "benchmarks" / "uci"]
 
 
 @pytest.mark.parametrize(("path", "page"), _names(r"`([\w/]+\.py)`"))

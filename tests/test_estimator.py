@@ -75,13 +75,31 @@ def test_a_file_from_a_newer_deepgp_names_its_version(fitted, tmp_path, monkeypa
     fitted.save(tmp_path / "reg.pt")
     blob = storage.read(tmp_path / "reg.pt", storage.REGRESSOR)
     blob["params"]["halo"] = 1
-    monkeypatch.setattr("deepgp.__version__", "99.0")  # the version write() records
+    monkeypatch.setattr("deepgp.version.__version__", "99.0")  # the version write() records
     storage.write(tmp_path / "new.pt", storage.REGRESSOR, blob)
     monkeypatch.undo()
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['halo'\] \(written by deepgp 99\.0, newer than"):
         DeepGPRegressor.load(tmp_path / "new.pt")
     with pytest.raises(ValueError, match=r"device must be .*'bogus'$"):  # the caller's mistake, not the file's
         DeepGPRegressor.load(tmp_path / "new.pt", device="bogus")
+
+
+def test_a_file_with_the_sghmc_settings_reads_without_them(fitted, tmp_path):
+    """deepgp 0.2.0.dev0 wrote the SGHMC baseline's sampler settings into every estimator's file; no deep GP reads
+    them, and the estimator that does is deepgp-bench's."""
+    from deepgp import storage
+
+    fitted.save(tmp_path / "reg.pt")
+    blob = storage.read(tmp_path / "reg.pt", storage.REGRESSOR)
+    blob["params"].update(sghmc_samples=2000, sghmc_thinning=5, sghmc_step=0.01, sghmc_mdecay=0.05, sghmc_window=100)
+    storage.write(tmp_path / "old.pt", storage.REGRESSOR, blob)
+    loaded = DeepGPRegressor.load(tmp_path / "old.pt")
+    assert loaded.get_params() == fitted.get_params() and "sghmc_samples" not in loaded.get_params()
+    np.testing.assert_array_equal(loaded.predict(np.zeros((3, 1))), fitted.predict(np.zeros((3, 1))))
+    blob["params"]["sghmc_steps"] = 1  # a name it never had is still unknown
+    storage.write(tmp_path / "bad.pt", storage.REGRESSOR, blob)
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['sghmc_steps'\]"):
+        DeepGPRegressor.load(tmp_path / "bad.pt")
 
 
 def test_a_gpu_fitted_file_loads_on_a_machine_without_one(fitted, tmp_path, monkeypatch):

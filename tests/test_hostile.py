@@ -113,8 +113,6 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
     inf.write_text("x1,x2,y\n1,2,3\n4,inf,6\n7,8,9\n")
     one_row = tmp / "one.csv"
     one_row.write_text("x1,x2,y\n1,2,3\n")
-    not_results = tmp / "other.csv"
-    not_results.write_text("a,b\n1,2\n")
     fifo = tmp / "pipe"
     os.mkfifo(fifo)  # opening it would block: every command must refuse it first
     one_input = tmp / "one.safetensors"
@@ -155,11 +153,6 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
         (["plot", "prior", "--draws", "0", "--out", str(tmp / "p.png")], 2, "argument --draws"),
         (["plot", "marginals", str(model), "--data", str(data), "--points", "-3"], 2, "argument --points"),
         (["plot"], 2, "required"),
-        (["report", str(not_results)], 2, str(not_results)),
-        (["report", str(tmp / "absent.csv")], 2, "absent.csv"),
-        (["benchmark", "--num-inducing", "0"], 2, "argument --num-inducing"),
-        (["benchmark", "--test-limit", "0"], 2, "argument --test-limit"),
-        (["benchmark", "--splits", "abc", "--data-dir", str(tmp)], 2, "abc"),
         (["demo", "--iterations", "0"], 2, "argument --iterations"),
         (["convert", str(model), str(tmp / "x.safetensors"), "--trust"], 2, "need no conversion"),
         (["nonesuch"], 2, "invalid choice"),
@@ -179,9 +172,6 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
          "plot models of the same inputs together"),
         (["plot", "marginals", str(model), "--data", str(data), "--samples", "1"], 2, "argument --samples"),
         (["plot", "prior", "--models", "", "--out", str(tmp / "p.png")], 2, "--models names no models"),
-        (["report", str(not_results), "--metric", "nope"], 2, "argument --metric: invalid choice"),
-        (["report", str(tmp / "absent.csv"), "--paper", str(not_results)], 2, "absent.csv"),
-        (["benchmark", "--splits", "0-99999999999", "--data-dir", str(tmp)], 2, "argument --splits"),
         (["convert", str(fifo), str(tmp / "x.safetensors"), "--trust"], 2, "is not a regular file"),
         ([*fit, "--lr", "1000", "--model", "LV-GP-GP", *out], 1, "lr=1000"),
     ]
@@ -208,7 +198,7 @@ def test_a_factor_that_fails_in_training_ends_in_one_line(fitted, tmp_path, caps
     def fails(*args, **kwargs):
         deepgp.linalg.cholesky(torch.full((3, 3), float("nan"), dtype=torch.float64), where="the test's matrix")
 
-    monkeypatch.setattr(deepgp.estimator, "fit_model", fails)
+    monkeypatch.setattr(deepgp.training, "fit", fails)
     assert main(["fit", str(data), "--target", "y", *FAST, "--out", str(tmp_path / "m.safetensors")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Cholesky of the test's matrix failed" in err and "smaller learning rate" in err

@@ -1,7 +1,5 @@
 """Training recipes: "paper" is the code before recipes existed; "fast" (the default) differs; every path records it."""
 
-import csv
-import dataclasses
 import json
 from pathlib import Path
 
@@ -125,38 +123,3 @@ def test_the_estimator_records_its_recipe_and_reads_old_files_as_the_papers(tmp_
     assert old.get_params()["recipe"] == "paper" and old.get_params()["natgrad_inner"] is False
     assert est.get_params()["inner_width"] == "auto" and old.get_params()["inner_width"] == "input"
     np.testing.assert_array_equal(old.predict(X[:5]), est.predict(X[:5]))
-
-
-def test_a_results_file_from_before_recipes_reads_as_the_paper_recipe(tmp_path):
-    from deepgp.benchmark import runner
-
-    config = runner.make_configs(["toy"], [("GP", "vi")], [0], iterations=3, recipe="paper")[0]
-    assert {k: config[k] for k in RECIPE_VALUES["paper"]} == RECIPE_VALUES["paper"]
-    row = {**{c: 0.0 for c in runner.COLUMNS}, **config, "deepgp": "0", "torch": "0", "numpy": "0", "python": "0"}
-    old_columns = [c for c in runner.COLUMNS if c not in ("recipe", "gamma_warmup", "natgrad_inner")]
-    values = dict(zip(runner.COLUMNS, next(csv.reader([runner.format_row(row)]))))
-    path = tmp_path / "old.csv"
-    with open(path, "w", newline="") as f:
-        csv.writer(f).writerows([old_columns, [values[c] for c in old_columns]])
-    (read,) = runner.read_results(path)
-    assert read["recipe"] == "paper" and read["gamma_warmup"] == 0 and read["natgrad_inner"] == "False"
-    assert runner.config_key(read) == runner.config_key(config)  # a rerun under the paper recipe skips it
-    fast = runner.make_configs(["toy"], [("GP", "vi")], [0], iterations=3)[0]
-    assert fast["recipe"] == "fast" and runner.config_key(fast) != runner.config_key(config)
-    assert runner.variant(config) == "recipe=paper" and runner.variant(fast) == ""
-    assert runner.variant({**fast, "lr": 0.5}) == "lr=0.5"
-
-
-def test_the_benchmark_budget_is_the_recipes(monkeypatch):
-    from deepgp.benchmark import cli as bench_cli
-    from deepgp.cli import build_parser
-
-    seen = []
-    monkeypatch.setattr("deepgp.benchmark.runner.run_benchmark", lambda configs, *a, **k: seen.append(configs) or 0)
-    monkeypatch.setattr("deepgp.datasets.uci.find_uci", lambda *a, **k: None)
-    for argv, budget in ((["benchmark"], RECIPE_ITERATIONS["fast"]), (["benchmark", "--recipe", "paper"], 100_000),
-                         (["benchmark", "--iterations", "7"], 7)):
-        args = build_parser().parse_args([*argv, "--datasets", "toy", "--models", "GP:vi", "--splits", "0"])
-        assert bench_cli._benchmark(args) == 0
-        assert seen[-1][0]["iterations"] == budget
-    assert dataclasses.fields(TrainConfig)  # (the settings the options were generated from)

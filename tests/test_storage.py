@@ -166,7 +166,7 @@ def _rewrite_header(path, **changes):
     ("0.2.0", "9" * 5000, False), ("0.2.0", "1.0\nTraceback", False), ("0.2.0", None, False),
 ])
 def test_newer_than_this_orders_versions_as_pep_440(monkeypatch, ours, theirs, newer):
-    monkeypatch.setattr("deepgp.__version__", ours)
+    monkeypatch.setattr("deepgp.version.__version__", ours)
     assert storage.newer_than_this(theirs) is newer
 
 

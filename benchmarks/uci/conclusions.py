@@ -12,7 +12,7 @@ heading to the end) and keeps the hand-written criteria above it.
 
 ours(d, c) is the test KDE log-likelihood of column c on data set d, at the cell's longest budget,
 averaged over the runs (splits) that every Table 1 column of data set d has, so that a criterion
-compares its columns on the same splits (:func:`deepgp.benchmark.report.summarise`): a split that
+compares its columns on the same splits (:func:`deepgp_bench.report.summarise`): a split that
 only some of them have is left out until the others have it too, and a cell with none of those
 runs (a baseline run on other splits) counts as missing. Where one cell (dataset,
 model, method) has rows at several settings, the rows of ``--recipe`` (default: the recipe of most
@@ -47,10 +47,10 @@ from pathlib import Path
 
 import numpy as np
 
-from deepgp.benchmark.cli import add_reference_settings, reference_of
-from deepgp.benchmark.report import NON_GAUSSIAN_W, average_ranks, label, read_paper, read_paper_sizes, summarise
-from deepgp.benchmark.runner import CONFIGS, _text, load_results, variant
 from deepgp.datasets.uci import list_uci
+from deepgp_bench.cli import add_reference_settings, reference_of
+from deepgp_bench.report import NON_GAUSSIAN_W, average_ranks, label, read_paper, read_paper_sizes, summarise
+from deepgp_bench.runner import CONFIGS, _text, load_results, variant
 
 HEADING = "## Evidence and verdicts"
 METRIC = "test_loglik_kde"
@@ -402,7 +402,7 @@ def criterion4(ev: Evidence, universe: list[str]) -> Verdict:
 
 def criterion5(ev: Evidence, universe: list[str]) -> Verdict:
     """On average LV-GP-GP-GP is best: the nine columns' average rank over the data sets with all
-    nine (ranks per split, 1 = lowest, :func:`deepgp.benchmark.report.average_ranks`). Reproduced:
+    nine (ranks per split, 1 = lowest, :func:`deepgp_bench.report.average_ranks`). Reproduced:
     LV-GP-GP-GP (IW) has the best (highest) average rank; partly: (IW) or (VI) is among the best two."""
     v = Verdict("5. On average LV-GP-GP-GP is best", NONE, needed=len(universe))
     complete = [d for d in universe if all(ev.mean(d, c) is not None for c in CONFIGS)
@@ -521,7 +521,7 @@ def judge(ev: Evidence, universe: list[str]) -> list[Verdict]:
 def select_rows(rows: list[dict], recipe: str | None = None,
                 reference: dict | None = None) -> tuple[list[dict], str, dict]:
     """One setting per cell (dataset, model, method): among its rows' settings (their recipe and
-    :func:`~deepgp.benchmark.runner.variant` against ``reference``, default the defaults), those of
+    :func:`~deepgp_bench.runner.variant` against ``reference``, default the defaults), those of
     ``recipe`` (default: the recipe of most rows) where the cell has any, then the setting of most rows
     (ties: the reference's). Returns the rows kept, the recipe, and {cell: the settings set aside}."""
     recipe = recipe or Counter(r["recipe"] for r in rows).most_common(1)[0][0]
@@ -559,7 +559,7 @@ def _options(reference: dict | None) -> list[str]:
 
 def evidence_from_rows(rows: list[dict]) -> Evidence:
     """The criteria's inputs from results rows of one setting per cell (:func:`select_rows`): each
-    cell at its longest budget (:func:`~deepgp.benchmark.report.summarise`)."""
+    cell at its longest budget (:func:`~deepgp_bench.report.summarise`)."""
     ev = Evidence()
     cell = lambda g: g[:3]  # noqa: E731  (summarise's groups are (dataset, model, method, variant))
     ev.runs = _on_common_runs({cell(g): v for g, v in summarise(rows, METRIC).items()})

@@ -22,11 +22,11 @@ import numpy as np
 import torch
 
 import deepgp
-from deepgp.benchmark.runner import unread_settings
 from deepgp.config import INNER_WIDTHS, ModelConfig
 from deepgp.datasets.uci import load_split
 from deepgp.metrics import split_metrics
 from deepgp.objectives import INNER_SAMPLING
+from deepgp_bench.runner import unread_settings
 
 # options added after the first lines were written: their defaults, which those lines used
 OLD_DEFAULTS = {"stats": "train", "batch_size": 512, "inner_sampling": "joint", "inner_width": "input"}

@@ -3,7 +3,7 @@
     python benchmarks/uci/linear_ols.py [--datasets yacht,boston,...] [--splits 0,1] [--paper PAPER_S1_CSV]
 
 deepgp's ``Linear`` (the CVAE with no hidden layers) is the linear-Gaussian model y | x ~ N(b·x + c, s²)
-(deepgp.baselines.linear), whose maximum-likelihood fit is ordinary least squares with the residual
+(deepgp_bench.baselines.linear), whose maximum-likelihood fit is ordinary least squares with the residual
 variance of the training set. This prints its test log density per point (standardised units, the
 runner's splits) beside the paper's Table S1 ``Linear`` column. A Linear model trained to convergence
 is this fit (its bound is tight at the optimum), so its test log density is this value, and a paper
@@ -17,8 +17,8 @@ import argparse
 import numpy as np
 import scipy.stats
 
-from deepgp.benchmark.report import read_paper
 from deepgp.datasets.uci import load_split
+from deepgp_bench.report import read_paper
 
 
 def ols_log_density(dataset: str, split: int, data_dir=None) -> float:

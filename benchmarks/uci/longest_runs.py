@@ -19,7 +19,7 @@ from pathlib import Path
 
 from learning_curve import OLD_DEFAULTS  # beside this script
 
-from deepgp.benchmark.report import read_paper
+from deepgp_bench.report import read_paper
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

@@ -1,10 +1,13 @@
-"""Command line entry point: ``deepgp demo | fit | predict | evaluate | plot | convert | benchmark | report``.
+"""Command line entry point: ``deepgp demo | fit | predict | evaluate | plot | convert``, and the commands
+that other installed packages add.
 
-Each group of sub-commands lives beside the code it drives and registers itself here:
-user commands in :mod:`deepgp.commands`, the benchmark runner and report in
-:mod:`deepgp.benchmark.cli`.
+The user commands live in :mod:`deepgp.commands`, their argument types in :mod:`deepgp.arguments`.
+A package adds commands through the entry-point group ``deepgp.commands``: each entry point is named
+after its command and loads a function that adds that command to the sub-parsers (the paper's
+benchmark harness, ``deepgp-bench``, adds ``deepgp benchmark`` and ``deepgp report`` so). deepgp
+imports no such package itself; one is loaded only when the command line is built.
 
-Errors reach the user through one handler, :func:`main`, as one line on standard error:
+Errors reach the user through one handler, :func:`run`, as one line on standard error:
 
 * exit status 2: bad input — an argument, a file, a missing optional package
   (``ValueError``, ``OSError``, ``EOFError``, ``ImportError`` and argparse's own errors);
@@ -21,135 +24,27 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import sys
 import warnings
+from collections.abc import Callable
+from importlib.metadata import entry_points
 
-from . import __version__
+from . import commands
+from .arguments import Parser
+from .linalg import CholeskyError
+from .natgrad import NaturalGradientError
+from .version import __version__
 
 DEBUG_ENV = "DEEPGP_DEBUG"
 OFF = ("", "0", "false", "no", "off")
-
-
-# -- argument types: a bad value is argparse's one-line error naming the option ------------------
-def at_least(minimum: int):
-    """An argparse type: an integer >= ``minimum``."""
-    def integer(text: str) -> int:
-        return _int_at_least(text, minimum)
-
-    integer.__name__ = f"integer >= {minimum}"
-    return integer
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    return _int_at_least(text, 1)
-
-
-def count(text: str) -> int:
-    """An integer >= 0."""
-    return _int_at_least(text, 0)
-
-
-def _int_at_least(text: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}")
-    return value
-
-
-def seed(text: str) -> int:
-    """A seed: an integer in [0, 2**63 − 1]."""
-    from .validation import MAX_SEED
-
-    value = _int_at_least(text, 0)
-    if value > MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be an integer <= {MAX_SEED}, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
-
-
-def add_settings(parser: argparse.ArgumentParser, config_class, skip=(), defaults: dict | None = None,
-                 helps: dict | None = None) -> None:
-    """One ``--option`` per field of a settings dataclass (:mod:`deepgp.config`) but ``skip``: its help,
-    choices and default from the field's declaration, its type from the annotation (integers and
-    floats checked here, bools as ``--flag / --no-flag``, tuples comma-separated); every value is
-    checked again, with the field's own rules, when the config is made. ``defaults`` overrides a
-    field's default for this command, ``helps`` its help (the benchmark's budget is the recipe's). A field
-    whose default is None (an optimiser setting that the recipe fills in) takes its type without the None."""
-    import dataclasses
-
-    for f in dataclasses.fields(config_class):
-        if f.name in skip:
-            continue
-        kwargs = dict(default=(defaults or {}).get(f.name, f.default), dest=f.name,
-                      help=(helps or {}).get(f.name, f.metadata["help"]))
-        kind = f.type.removesuffix(" | None") if f.default is None else f.type
-        if kind == "bool":
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif "choices" in f.metadata:
-            kwargs["choices"] = f.metadata["choices"]
-        elif f.name == "seed":
-            kwargs["type"] = seed
-        elif kind == "int":
-            kwargs["type"] = at_least(f.metadata.get("minimum", 1))
-        elif kind == "float":
-            kwargs["type"] = positive_float
-        elif f.type.startswith("tuple"):
-            kwargs.update(type=_widths, metavar="W1,W2,...")
-            if kwargs["default"] is f.default:  # (as text: argparse converts a text default by its type)
-                kwargs["default"] = ",".join(map(str, f.default))
-        parser.add_argument("--" + f.name.replace("_", "-"), **kwargs)
-
-
-def _widths(text: str) -> tuple[int, ...]:
-    """Comma-separated integers >= 1."""
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        values = ()
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"must be comma-separated integers >= 1, got {text!r}")
-    return values
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Help that ends with each option's default, except where the default is None (a value resolved
-    elsewhere, which the help names) or where the help already states it."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if action.default is None or "default" in text:
-            return text
-        return super()._get_help_string(action)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with its errors as one line (``deepgp fit: error: argument --lr: ...``) and exit 2
-    instead of the usage block; sub-parsers inherit the class."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+PLUGINS = "deepgp.commands"  # the entry-point group of the commands other packages add
+# commands that a package of this repository adds, and how to install it where it is missing
+PLUGIN_INSTALL = {name: "the paper's benchmark harness, deepgp-bench: pip install ./bench (in deepgp's repository)"
+                  for name in ("benchmark", "report")}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import commands
-    from .benchmark import cli as benchmark_cli
-
     parser = Parser(
         prog="deepgp",
         description="Deep Gaussian processes with latent variables (importance-weighted VI).",
@@ -159,8 +54,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.register(sub)
-    benchmark_cli.register(sub)
+    for plugin in plugins():
+        _register_plugin(sub, plugin)
     return parser
+
+
+def plugins() -> list:
+    """The installed entry points of the group ``deepgp.commands``, one per added command, by name."""
+    return sorted(entry_points(group=PLUGINS), key=lambda ep: ep.name)
+
+
+def _register_plugin(sub, plugin) -> None:
+    """Add the command of the entry point ``plugin``; one that fails to load becomes a command that says why
+    when it is run (and leaves the other commands working)."""
+    try:
+        plugin.load()(sub)
+    except Exception as err:  # noqa: BLE001 — a broken add-on must not take `deepgp fit` down with it
+        reason = " ".join(str(err).split()) or type(err).__name__
+
+        def broken(args, reason=reason) -> int:
+            raise ImportError(f"the package that adds `deepgp {plugin.name}` ({plugin.value}) did not load: {reason}")
+
+        # (no options of its own, so that any arguments reach the one-line error)
+        p = sub.add_parser(plugin.name, help=f"(not available: {reason})", add_help=False, prefix_chars="\0")
+        p.add_argument("rest", nargs="*")
+        p.set_defaults(func=broken)
+
+
+def _missing_plugin(argv: list[str]) -> str | None:
+    """The one-line error for a command of :data:`PLUGIN_INSTALL` whose package is not installed, else None."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command not in PLUGIN_INSTALL or any(p.name == command for p in plugins()):
+        return None
+    return f"deepgp: error: `deepgp {command}` comes with {PLUGIN_INSTALL[command]}"
 
 
 def _one_line(err: BaseException) -> str:
@@ -172,9 +98,6 @@ def _one_line(err: BaseException) -> str:
 
 def _exit_status(err: BaseException) -> tuple[int, str]:
     """(exit status, the line to print) for an error raised by a command."""
-    from .linalg import CholeskyError
-    from .natgrad import NaturalGradientError
-
     if isinstance(err, (FloatingPointError, CholeskyError, NaturalGradientError)):
         return 1, _one_line(err)  # a run that failed because of a setting: the message names it
     if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(err):
@@ -184,40 +107,44 @@ def _exit_status(err: BaseException) -> tuple[int, str]:
     return 1, f"unexpected {type(err).__name__}: {_one_line(err)} (rerun with --debug for the traceback)"
 
 
-def debugging() -> bool:
-    """Whether tracebacks are wanted: ``--debug`` (which sets it) or ``DEEPGP_DEBUG`` set to anything
-    but 0/false/no/off."""
-    return os.environ.get(DEBUG_ENV, "").strip().lower() not in OFF
+def _warning_line(prog: str):
+    """A ``warnings.showwarning`` that prints one ``PROG: warning: ...`` line."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
-
-def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print(f"deepgp: warning: {' '.join(str(message).split())}", file=sys.stderr)
+    return show
 
 
 def main(argv=None) -> int:
+    """``deepgp``: parse the command line and run its command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    missing = _missing_plugin(argv[:end])
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        return 2
+    return run(build_parser, argv)
+
+
+def run(build: Callable[[], argparse.ArgumentParser], argv=None, prog: str = "deepgp") -> int:
+    """Parse ``argv`` (default: the process's arguments) with the parser ``build()`` makes and run the chosen
+    command's ``func(args)``, every error as one line and an exit status (the module docstring); ``prog``
+    names the program in those lines. ``args.debug`` tells the command whether tracebacks are wanted.
+    (``deepgp-bench`` runs its commands through this too.)"""
     argv = list(sys.argv[1:] if argv is None else argv)
     end = argv.index("--") if "--" in argv else len(argv)
     debug = "--debug" in argv[:end] or os.environ.get(DEBUG_ENV, "").strip().lower() not in OFF
     argv = [a for i, a in enumerate(argv) if not (a == "--debug" and i < end)]
     try:
-        parser = build_parser()  # (imports the commands' modules: Ctrl-C may come here)
+        parser = build()  # (imports the commands' modules: Ctrl-C may come here)
         args = parser.parse_args(argv)
     except KeyboardInterrupt:
         if debug:
             raise
-        print("deepgp: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    name = f"deepgp {args.command}"
-    saved_env = os.environ.get(DEBUG_ENV)
-    if debug:  # for the code that prints tracebacks of its own (a failed benchmark configuration)
-        os.environ[DEBUG_ENV] = "1"
-    try:
-        return _run(args, name, debug)
-    finally:
-        if saved_env is None:
-            os.environ.pop(DEBUG_ENV, None)
-        else:
-            os.environ[DEBUG_ENV] = saved_env
+    args.debug = debug  # (for a command that prints tracebacks of its own: a failed benchmark configuration)
+    return _run(args, f"{prog} {args.command}", debug)
 
 
 def _run(args, name: str, debug: bool) -> int:
@@ -237,7 +164,7 @@ def _run(args, name: str, debug: bool) -> int:
 def _run_logged(args, name: str, debug: bool) -> int:
     with warnings.catch_warnings():
         if not debug:
-            warnings.showwarning = _show_warning
+            warnings.showwarning = _warning_line(name.split()[0])
         try:
             return int(args.func(args) or 0)
         except KeyboardInterrupt:

@@ -16,8 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import HelpFormatter, add_settings, at_least, count, positive_int, seed
-from .config import ModelConfig, TrainConfig, settings_of
+from . import storage
+from .arguments import HelpFormatter, add_settings, at_least, count, positive_int, seed
+from .config import ModelConfig, TrainConfig, parse_spec, settings_of
+from .demo import config_from_args, run_demo, score_table
+from .estimator import DeepGPRegressor
+from .metrics import regressor_metrics
+from .model import DeepGP
+from .plotting import check_figure_path, marginals_figure, posterior_figure, prior_figure, save_figure
 from .storage import check_output, write_bytes
 from .tables import choose_inputs, read_csv, select
 
@@ -49,8 +55,6 @@ def _unique_names(paths) -> list[str]:
 def load_regressor(path, predict_samples: int | None = None):
     """A model file written by ``deepgp fit`` (a DeepGPRegressor with its column names), predicting with
     ``predict_samples`` draws where given (``--predict-samples``), else with the file's."""
-    from .estimator import DeepGPRegressor
-
     reg = DeepGPRegressor.load(path)
     if not getattr(reg, "columns_", None):
         raise ValueError(f"{path} has no column names; it was saved from Python, not by `deepgp fit`")
@@ -175,8 +179,6 @@ def register(sub) -> None:
 
 # -- handlers -----------------------------------------------------------------------------------
 def _demo(args) -> int:
-    from .demo import config_from_args, run_demo, score_table
-
     scores = run_demo(args.out, models=tuple(_names(args.models)),
                       config=config_from_args(args.quick, args.iterations, args.long), progress=not args.no_progress)
     exact = json.loads((Path(args.out) / "scores.json").read_text())["exact"]  # (computed once, by the demo)
@@ -185,8 +187,6 @@ def _demo(args) -> int:
 
 
 def _fit(args) -> int:
-    from .estimator import DeepGPRegressor
-
     check_output(args.out, "the model", [args.data])  # before training, not after it
     columns = read_csv(args.data)
     inputs = choose_inputs(columns, args.target, _names(args.inputs))
@@ -233,8 +233,6 @@ def _predict(args) -> int:
 
 
 def _evaluate(args) -> int:
-    from .metrics import regressor_metrics
-
     if args.json not in (None, "-"):
         check_output(args.json, "the metrics", [args.model, args.data])
     reg = load_regressor(args.model, args.predict_samples)
@@ -253,10 +251,6 @@ def _evaluate(args) -> int:
 
 
 def _convert(args) -> int:
-    from . import storage
-    from .estimator import DeepGPRegressor
-    from .model import DeepGP
-
     old = Path(args.old)
     if not old.exists():
         raise FileNotFoundError(f"no such file: {old}")
@@ -278,8 +272,6 @@ def _convert(args) -> int:
 
 def _figure_output(path, inputs=()) -> None:
     """A figure's file: .png or .pdf, its folder made, writable, none of the inputs (checked before drawing)."""
-    from .plotting import check_figure_path
-
     check_figure_path(path)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     check_output(path, "the figure", inputs)
@@ -297,9 +289,6 @@ def _load_models(paths) -> dict:
 
 
 def _plot_prior(args) -> int:
-    from .model import parse_spec
-    from .plotting import prior_figure, save_figure
-
     _figure_output(args.out)  # before the drawing, not after
     specs = _names(args.models)
     if not specs:
@@ -311,8 +300,6 @@ def _plot_prior(args) -> int:
 
 
 def _plot_posterior(args) -> int:
-    from .plotting import posterior_figure, save_figure
-
     _figure_output(args.out, [*args.models, *([args.data] if args.data else [])])
     regs = _load_models(args.models)
     for name, reg in regs.items():
@@ -335,8 +322,6 @@ def _plot_posterior(args) -> int:
 
 
 def _plot_marginals(args) -> int:
-    from .plotting import marginals_figure, save_figure
-
     _figure_output(args.out, [*args.models, args.data])
     regs = _load_models(args.models)
     X, _ = _model_data(next(iter(regs.values())), args.data, need_target=False)

@@ -27,8 +27,8 @@ NOISE_FLOOR = 1e-6  # (params.FLOOR: a noise variance must exceed it)
 
 
 def setting(default, help: str, **rules):
-    """A dataclass field with its help text and the rules that :func:`_check_declared` and the command
-    line's options (``deepgp.cli.add_settings``) both read: ``choices``, ``minimum`` (integers).
+    """A dataclass field with its help text and the rules that :func:`check_declared` and the command
+    line's options (:func:`deepgp.arguments.add_settings`) both read: ``choices``, ``minimum`` (integers).
     ``legacy``: the value that files written before the setting existed were made with (a results
     row, a checkpoint), where it differs from the default."""
     if isinstance(default, (list, dict)):
@@ -55,7 +55,7 @@ def _choice(name: str, value, choices) -> str:
     return value.lower()
 
 
-def _check_declared(config) -> None:
+def check_declared(config) -> None:
     """Check every field by its declaration: one of its ``choices`` (normalised to lower case), an
     integer >= its ``minimum`` (1 unless declared), a boolean; a ValueError names the field."""
     for f in fields(config):
@@ -104,7 +104,7 @@ class ModelConfig:
         if str(self.dtype).removeprefix("torch.") not in DTYPE_NAMES:
             raise ValueError(f"dtype must be float64 (the default) or float32, got {self.dtype!r}")
         set_(self, "dtype", str(self.dtype).removeprefix("torch."))
-        _check_declared(self)
+        check_declared(self)
         if check_positive_float("likelihood_variance", self.likelihood_variance, above=NOISE_FLOOR) > 1e30:
             raise ValueError(f"likelihood_variance must be at most 1e30, got {self.likelihood_variance!r}")
         check_positive_float("inner_q_sqrt", self.inner_q_sqrt)
@@ -176,7 +176,7 @@ class TrainConfig:
     seed: int | None = setting(0, "seeds the initialisation, the minibatches and every Monte Carlo draw")
 
     def __post_init__(self):
-        _check_declared(self)
+        check_declared(self)
         if self.lr is not None:
             check_positive_float("lr", self.lr)
         if self.gamma is not None and check_positive_float("gamma", self.gamma) > 1:
@@ -205,42 +205,6 @@ def gamma_at(cfg: TrainConfig, t: int) -> float:
     if t + 1 < cfg.gamma_warmup:
         step *= (min(GAMMA_START, cfg.gamma) / cfg.gamma) ** (1.0 - (t + 1) / cfg.gamma_warmup)
     return step
-
-
-@dataclass(frozen=True)
-class BenchmarkConfig:
-    """How a benchmark configuration is split and evaluated (the paper's protocol by default)."""
-
-    protocol: str = setting("splits", "splits: real splits with training statistics; paper: split 0 with all-data "
-                                      "statistics and the split numbers as seeds (the paper's code)",
-                            choices=("splits", "paper"))
-    test_limit: int = setting(10_000, "at most this many test points (a fixed random subset)")
-    predict_samples: int = setting(2000, "predictive draws per test point (the paper: 2000; Shapiro-Wilk needs 3)",
-                                   minimum=3)
-    shapiro_points: int = setting(200, "test points for the median Shapiro-Wilk W (0: every test point, as the "
-                                       "paper)", minimum=0)
-
-    def __post_init__(self):
-        _check_declared(self)
-
-
-@dataclass(frozen=True)
-class SGHMCConfig:
-    """The SGHMC deep GP baseline's sampler (:mod:`deepgp.baselines.sghmc`). Its burn-in is TrainConfig's
-    ``iterations``, its minibatch ``batch_size``, its hyperparameters' Adam ``lr``, ``decay``, ``decay_every``."""
-
-    sghmc_samples: int = setting(2000, "SGHMC: posterior samples kept after the burn-in")
-    sghmc_thinning: int = setting(5, "SGHMC: sampler steps per kept sample (samples × thinning steps after burn-in)")
-    sghmc_step: float = setting(0.01, "SGHMC: the sampler's step size ε")
-    sghmc_mdecay: float = setting(0.05, "SGHMC: the momentum decay α per step, in (0, 1)")
-    sghmc_window: int = setting(100, "SGHMC: moving-window MCEM, each hyperparameter step uses one of the last "
-                                     "window states")
-
-    def __post_init__(self):
-        _check_declared(self)
-        check_positive_float("sghmc_step", self.sghmc_step)
-        if not 0 < check_positive_float("sghmc_mdecay", self.sghmc_mdecay) < 1:
-            raise ValueError(f"sghmc_mdecay must be in (0, 1), got {self.sghmc_mdecay!r}")
 
 
 def settings_of(config_class, values: dict) -> dict:

@@ -22,6 +22,7 @@ import torch
 from .config import RECIPE_ITERATIONS, RECIPE_VALUES
 from .datasets.letters import letters_log_density, load_letters
 from .estimator import DeepGPRegressor
+from .plotting import posterior_figure, save_figure
 from .preprocessing import Standardizer
 from .storage import check_writable, write_bytes
 
@@ -131,8 +132,6 @@ def score_table(scores: dict, exact: float | None = None) -> str:
 
 def write_figure(fitted: dict, data, path, config: DemoConfig) -> Path:
     """The posterior density of every fitted model over the training data, one panel each."""
-    from .plotting import posterior_figure, save_figure
-
     x, y = data
     pad_x, pad_y = 0.05 * np.ptp(x), 0.15 * np.ptp(y)
     # at most 1,000 training points drawn over the density: the letters seen are the model's, not the data's

@@ -18,13 +18,13 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import storage
-from .config import ModelConfig, SGHMCConfig, TrainConfig, settings_of
+from . import storage, training
+from .config import ModelConfig, TrainConfig, settings_of
 from .linalg import seeded
 from .model import DeepGP, torch_dtype
 from .prediction import chunks, predictive_moments
 from .preprocessing import Standardizer
-from .training import fit as fit_model
+from .protocols import ConditionalDensityModel
 from .validation import check_device, check_positive_int, max_magnitude
 
 # the estimator's own settings, beside every field of ModelConfig and TrainConfig
@@ -35,11 +35,15 @@ OWN_SETTINGS = (
 )
 
 
-def _settings() -> list[tuple[str, object, str]]:
-    """(name, default, help) of every parameter: ModelConfig's fields, TrainConfig's, SGHMCConfig's (the
-    SGHMC baseline's sampler), then the estimator's own."""
-    out = [(f.name, f.default, f.metadata["help"]) for config in (ModelConfig, TrainConfig, SGHMCConfig)
-           for f in fields(config)]
+# settings that an estimator's file may hold and no deep GP reads (the SGHMC baseline's sampler, which
+# deepgp-bench's estimator adds; deepgp 0.2.0.dev0 wrote them into every file): it is read without them
+RETIRED_SETTINGS = ("sghmc_samples", "sghmc_thinning", "sghmc_step", "sghmc_mdecay", "sghmc_window")
+
+
+def _settings(config_classes) -> list[tuple[str, object, str]]:
+    """(name, default, help) of every parameter: the fields of each of ``config_classes``, then the
+    estimator's own."""
+    out = [(f.name, f.default, f.metadata["help"]) for config in config_classes for f in fields(config)]
     return out + list(OWN_SETTINGS)
 
 
@@ -55,7 +59,23 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
 
     ``score`` is the mean log predictive density per point in the units of y (not R²): it is
     the quantity the paper reports, and the one that rewards a good conditional density.
+
+    A subclass may fit another :class:`~deepgp.protocols.ConditionalDensityModel`: it overrides
+    :meth:`fit_model` (and :meth:`configs`), and names the settings classes of its parameters in
+    ``config_classes``; its signature and parameter list are generated from them as this class's are.
     """
+
+    # the settings classes whose fields are the estimator's parameters, beside its own (OWN_SETTINGS)
+    config_classes: tuple[type, ...] = (ModelConfig, TrainConfig)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in vars(cls):  # (its own __init__, to carry its own signature)
+            def __init__(self, *args, **kwargs):
+                DeepGPRegressor.__init__(self, *args, **kwargs)
+
+            cls.__init__ = __init__
+        _declare_parameters(cls)
 
     def __init__(self, *args, **kwargs):
         # the signature is generated from the settings' declarations (set below, after the class):
@@ -77,19 +97,23 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
     def _check_params(self) -> None:
         """Every setting checked without data (before training, and when a file is loaded): a
         ValueError naming it."""
-        self._configs()
+        self.configs()
         self._draws()
         if not isinstance(self.progress, bool):
             raise ValueError(f"progress must be True or False, got {self.progress!r}")
 
-    def _configs(self) -> tuple[ModelConfig, TrainConfig, SGHMCConfig]:
-        """The settings as configs; a baseline's ``model`` (Linear, CVAE-50, ...) or ``method`` (sghmc) is
-        checked by :func:`deepgp.baselines.check_pair` and made into the configs it reads."""
-        from .baselines import model_config, train_method
-
+    def configs(self) -> tuple:
+        """The parameters as one config of each of :attr:`config_classes` (ModelConfig, TrainConfig), each
+        checked by its own rules: a ValueError names a bad setting."""
         params = self.get_params()
-        train = {**settings_of(TrainConfig, params), "method": train_method(self.model, self.method)}
-        return model_config(self.model, params), TrainConfig(**train), SGHMCConfig(**settings_of(SGHMCConfig, params))
+        return tuple(config(**settings_of(config, params)) for config in self.config_classes)
+
+    def fit_model(self, X: np.ndarray, Y: np.ndarray) -> tuple[ConditionalDensityModel, np.ndarray]:
+        """Build and train the model on standardised X [N, D], Y [N, D_y]: (the fitted model, its bound per
+        iteration). The DeepGP of :class:`~deepgp.config.ModelConfig` trained by :func:`deepgp.fit`."""
+        architecture, train = self.configs()[:2]  # (a subclass's configs come after these two)
+        model = DeepGP.from_config(architecture, X, Y, seed=self.seed, device=self.device)
+        return model, training.fit(model, X, Y, config=train, progress=self.progress)
 
     def _draws(self) -> int:
         """``predict_samples``, checked where it is used (``deepgp predict`` sets it on a loaded estimator)."""
@@ -110,17 +134,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         self.y_scaler_ = Standardizer.fit(y2)
         Xs, Ys = self.x_scaler_.transform(X), self.y_scaler_.transform(y2)
         _check_spread(Xs, self.dtype)
-        from .baselines import check_pair
-        from .baselines import fit as fit_baseline
-
-        architecture, train, sampler = self._configs()
-        if check_pair(self.model, self.method):  # Linear, CVAE-..., or sghmc: a baseline of the paper's Table S1
-            self.model_, self.history_ = fit_baseline(self.model, self.method, Xs, Ys, architecture, train, sampler,
-                                                      self.device)
-            return self
-        model = DeepGP.from_config(architecture, Xs, Ys, seed=self.seed, device=self.device)
-        self.history_ = fit_model(model, Xs, Ys, config=train, progress=self.progress)
-        self.model_ = model
+        self.model_, self.history_ = self.fit_model(Xs, Ys)
         return self
 
     # -- prediction ---------------------------------------------------------------------------
@@ -212,7 +226,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self, "model_")
         if not isinstance(self.model_, DeepGP):
-            raise ValueError(f"saving a fitted baseline ({self.model} by {self.method}) is not supported yet")
+            raise ValueError(f"saving a fitted {type(self.model_).__name__} ({self.model} by {self.method}) is not "
+                             "supported: only a DeepGP is saved")
         params = self.get_params()
         params["device"] = None if self.device is None else str(self.device)
         params["dtype"] = str(self.dtype).removeprefix("torch.")
@@ -249,6 +264,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         if unknown:
             raise ValueError(f"{path}: unknown field(s) {unknown} (written by a newer deepgp?)")
         known = cls().get_params()
+        params = {k: v for k, v in params.items() if k in known or k not in RETIRED_SETTINGS}
         if set(params) - set(known):
             raise ValueError(f"{path}: unknown setting(s) {sorted(set(params) - set(known))} "
                              "(written by a newer deepgp?)")
@@ -329,14 +345,20 @@ def _scaler(tree: dict, name: str, path) -> Standardizer:
     return Standardizer(mean, std)
 
 
-DeepGPRegressor.__init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-     inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=ModelConfig.model)]
-    + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
-       for name, default, _ in _settings() if name != "model"])
-DeepGPRegressor.__doc__ = (DeepGPRegressor.__doc__ or "") + (  # (None under python -OO, which strips docstrings)
-    "\n    Parameters (name = default: meaning):\n\n"
-    + "\n".join(f"    * ``{name} = {default!r}``: {help}" for name, default, help in _settings()) + "\n")
+def _declare_parameters(cls) -> None:
+    """``cls.__init__``'s signature (``model`` first, positional; then every setting by keyword) and the list
+    of parameters closing its docstring, from its settings (``cls.config_classes``, then the estimator's own)."""
+    settings = _settings(cls.config_classes)
+    cls.__init__.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+         inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=ModelConfig.model)]
+        + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+           for name, default, _ in settings if name != "model"])
+    cls.__doc__ = (cls.__doc__ or "") + "\n    Parameters (name = default: meaning):\n\n" + "\n".join(
+        f"    * ``{name} = {default!r}``: {help}" for name, default, help in settings) + "\n"
+
+
+_declare_parameters(DeepGPRegressor)
 
 
 def _is_complex(value) -> bool:

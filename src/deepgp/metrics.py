@@ -1,7 +1,7 @@
 """Test metrics: the log predictive density (KDE and mixture estimators, in deepgp.prediction), RMSE,
 CRPS and the Shapiro–Wilk statistic of the predictive draws (docs/paper-vs-code.md §5.2–5.3).
 
-:func:`split_metrics` is the benchmark's evaluation of one split, in standardised units. Its four
+:func:`split_metrics` is the paper's evaluation of one split, in standardised units. Its four
 metrics come from ONE propagation of S predictive draws per test point: propagation is nearly all
 of the evaluation cost (≈ 0.1 s per test point at S = 2000, M = 128 on one slow core), so the KDE,
 the mixture, the RMSE and Shapiro–Wilk share the same draws' final-layer moments.
@@ -14,9 +14,9 @@ import numpy as np
 import scipy.stats
 import torch
 
-from .config import BenchmarkConfig
 from .linalg import seeded
 from .prediction import chunks, draw_y, kde_log_density, mixture_log_density, predictive_moments
+from .protocols import ConditionalDensityModel
 
 
 def crps_from_samples(draws: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -45,7 +45,8 @@ def shapiro_median(samples: np.ndarray, max_points: int | None = None) -> float:
 
 
 @torch.no_grad()
-def draw_blocks(model, X_test: np.ndarray, Y_test: np.ndarray, num_samples: int, seed: int = 0):
+def draw_blocks(model: ConditionalDensityModel, X_test: np.ndarray, Y_test: np.ndarray, num_samples: int,
+                seed: int = 0):
     """The S predictive draws of every test point, block by block (:func:`~deepgp.prediction.chunks`),
     under ``seed``: yields (slice of the points, y [n, D_y], the final layer's mean and variance
     [S, n, D_y], the draws of y [S, n, D_y]). Every metric of :func:`split_metrics` is computed from
@@ -61,8 +62,8 @@ def draw_blocks(model, X_test: np.ndarray, Y_test: np.ndarray, num_samples: int,
 
 @torch.no_grad()
 def split_metrics(
-    model, X_test: np.ndarray, Y_test: np.ndarray, num_samples: int = BenchmarkConfig.predict_samples,
-    shapiro_points: int | None = BenchmarkConfig.shapiro_points, seed: int = 0,
+    model: ConditionalDensityModel, X_test: np.ndarray, Y_test: np.ndarray, num_samples: int = 2000,
+    shapiro_points: int | None = 200, seed: int = 0,
 ) -> dict[str, float]:
     """Mean test log density (KDE and mixture estimators), RMSE and median Shapiro–Wilk W.
 

@@ -18,9 +18,7 @@ from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import PLAIN, Numerics
 from .validation import (
-    as_matrix,
-    as_xy,
-    check_dims,
+    as_model_data,
     check_magnitude,
     check_positive_int,
     check_seed,
@@ -149,11 +147,7 @@ class DeepGP(nn.Module):
         return sum(layer.kl() for layer in self.layers if isinstance(layer, GPLayer))
 
     def _data(self, X, Y=None):
-        if Y is None:
-            X = as_matrix("X", X, self.dtype, self.device)
-            check_dims(X, None, self.input_dim)
-            return X, None
-        return as_xy(X, Y, self.dtype, self.device, self.input_dim, self.output_dim)
+        return as_model_data(self, X, Y)
 
     # -- propagation --------------------------------------------------------------------------
     def propagate_posterior(self, X: torch.Tensor, Y: torch.Tensor, num_samples: int,

@@ -18,6 +18,7 @@ import matplotlib
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from scipy.stats import gaussian_kde
 
 from .estimator import DeepGPRegressor, Standardizer
 from .layers import GPLayer, LatentVariableLayer
@@ -199,8 +200,6 @@ def marginals_figure(models: dict, X, num_points: int = 30, num_samples: int = 2
     the inputs' first principal component; the standard normal is dotted. A Gaussian predictive
     lies on the dotted curve; skewed or multimodal marginals do not.
     """
-    from scipy.stats import gaussian_kde
-
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D [num_points, num_dims], got shape {X.shape}")

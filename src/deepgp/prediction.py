@@ -19,6 +19,7 @@ import torch
 
 from .linalg import seeded, standard_normal
 from .params import LOG_2PI
+from .protocols import ConditionalDensityModel
 
 ESTIMATORS = ("mixture", "kde")
 # (sample, point) rows per block: 16 MB per [rows, M=128] float64 tensor, so a block's working
@@ -47,7 +48,7 @@ def chunks(n: int, num_samples: int, device=None) -> list[slice]:
 
 
 @torch.no_grad()
-def predictive_moments(model, X: torch.Tensor, num_samples: int):
+def predictive_moments(model: ConditionalDensityModel, X: torch.Tensor, num_samples: int):
     """Final-layer moments for each predictive draw at X [n, D]: mean, var [S, n, D_y] (var excludes σ²).
 
     Use with a chunk of points from :func:`chunks`; the samples are drawn in blocks of at most 128
@@ -74,7 +75,7 @@ def prior_moments(model, X: torch.Tensor, num_samples: int) -> tuple[torch.Tenso
 
 
 @torch.no_grad()
-def _sample_predictive(model, X: torch.Tensor, num_samples: int) -> np.ndarray:
+def _sample_predictive(model: ConditionalDensityModel, X: torch.Tensor, num_samples: int) -> np.ndarray:
     """y draws [S, N, D_y] (numpy) at checked inputs X [N, D]."""
     model.eval()
     out = [draw_y(model, *predictive_moments(model, X[sl], num_samples)).cpu().numpy()
@@ -82,7 +83,7 @@ def _sample_predictive(model, X: torch.Tensor, num_samples: int) -> np.ndarray:
     return np.concatenate(out, axis=1)
 
 
-def sample_predictive(model, X, num_samples: int, seed=None) -> np.ndarray:
+def sample_predictive(model: ConditionalDensityModel, X, num_samples: int, seed=None) -> np.ndarray:
     """y draws [S, N, D_y] (numpy) at X [N, D], w from the prior; reproducible under ``seed``."""
     with seeded(seed, model.device):
         return _sample_predictive(model, X, num_samples)
@@ -98,12 +99,13 @@ def silverman_bandwidth(samples: torch.Tensor, dim: int = 0, outputs: int = 1) -
     return samples.std(dim=dim) * (4.0 / ((outputs + 2) * S)) ** (1.0 / (outputs + 4))
 
 
-def draw_y(model, mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+def draw_y(model: ConditionalDensityModel, mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
     """y draws [S, n, D_y] from the final-layer moments: μ_s + sqrt(s_s² + σ²) ε."""
     return mean + (var + model.likelihood.variance()).sqrt() * standard_normal(mean.shape, mean)
 
 
-def mixture_log_density(model, y: torch.Tensor, mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+def mixture_log_density(model: ConditionalDensityModel, y: torch.Tensor, mean: torch.Tensor,
+                        var: torch.Tensor) -> torch.Tensor:
     """log (1/S) Σ_s N(y; μ_s, s_s² + σ²): y [n, D_y], mean and var [S, n, D_y] → [n]."""
     return torch.logsumexp(model.likelihood.log_predictive(y.unsqueeze(0), mean, var), 0) - math.log(mean.shape[0])
 
@@ -118,7 +120,7 @@ def kde_log_density(y: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def _log_density(model, X, Y, num_samples, estimator):
+def _log_density(model: ConditionalDensityModel, X, Y, num_samples, estimator):
     model.eval()
     out = []
     for sl in chunks(X.shape[0], num_samples, X.device):
@@ -130,7 +132,8 @@ def _log_density(model, X, Y, num_samples, estimator):
     return torch.cat(out).cpu().numpy()
 
 
-def predictive_log_density(model, X, Y, num_samples: int = 2000, estimator: str = "mixture", seed=None) -> np.ndarray:
+def predictive_log_density(model: ConditionalDensityModel, X, Y, num_samples: int = 2000, estimator: str = "mixture",
+                           seed=None) -> np.ndarray:
     """log p(y_n | x_n) per test point, numpy [N].
 
     ``estimator="mixture"``: log (1/S) Σ_s N(y; μ_s, s_s² + σ²), consistent and low-variance.

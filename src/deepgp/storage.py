@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import io
 import json
 import math
 import os
@@ -45,6 +46,11 @@ except ImportError:  # pragma: no cover (Windows)
 
 import numpy as np
 import torch
+from packaging.version import InvalidVersion, Version
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save as save_safetensors
+
+from . import version
 
 MODEL = "deepgp-model/2"
 REGRESSOR = "deepgp-regressor/2"
@@ -276,15 +282,12 @@ def write_bytes(path, data: bytes) -> None:
 
 def write(path, kind: str, tree) -> None:
     """Save ``tree`` as a file of format ``kind`` (atomic; see the module docstring)."""
-    from safetensors.torch import save
-
-    from . import __version__
-
     check_writable(path, NOUN[kind])
     obj, tensors = pack(tree)
-    header = {"format": kind, "deepgp": __version__, "tree": json.dumps(obj, allow_nan=False, separators=(",", ":"))}
+    tree_text = json.dumps(obj, allow_nan=False, separators=(",", ":"))
+    header = {"format": kind, "deepgp": version.__version__, "tree": tree_text}
     try:
-        data = save(tensors, metadata=header)
+        data = save_safetensors(tensors, metadata=header)
     except Exception as err:  # safetensors refuses a dtype it does not know, for example
         raise ValueError(f"cannot save {NOUN[kind]}: {' '.join(str(err).split())}") from None
     write_bytes(path, data)
@@ -297,8 +300,6 @@ def read(path, kind: str, trust: bool = False):
     another format, a damaged or truncated file, and deepgp 0.1's pickle files — unless ``trust``,
     for which such a file is unpickled by :func:`read_legacy`, **which runs any code it holds**.
     """
-    from safetensors import SafetensorError, safe_open
-
     if trust is not True and trust is not False:  # "False" or 0 must never open the pickle door
         raise ValueError(f"trust must be True or False, got {trust!r}")
     if not isinstance(path, (str, os.PathLike)) or not str(path):
@@ -345,16 +346,12 @@ def read(path, kind: str, trust: bool = False):
 
 
 def _version() -> str:
-    from . import __version__
-
-    return __version__
+    return version.__version__  # (read when called: a test may set it)
 
 
 def _as_version(text):
     """``text`` as a PEP 440 version (packaging's ``Version``), or None: not a string, over 64
     characters (a header is not trusted: its text goes into messages) or not a version."""
-    from packaging.version import InvalidVersion, Version
-
     if not isinstance(text, str) or len(text) > 64:
         return None
     try:
@@ -374,8 +371,6 @@ def newer_than_this(found) -> bool:
 def writer(path) -> str | None:
     """The deepgp version recorded in the header of the file at ``path``; None where it names none
     that is a version (so the text returned is safe to put in a one-line message)."""
-    from safetensors import safe_open
-
     try:
         with safe_open(str(path), framework="pt", device="cpu") as f:
             found = (f.metadata() or {}).get("deepgp")
@@ -463,8 +458,6 @@ def read_legacy(path) -> tuple[str, dict]:
     **This unpickles the file, which runs any code it contains**: only for a file whose origin is
     trusted, behind an explicit ``trust=True`` or ``deepgp convert --trust``.
     """
-    import io
-
     def unpickle(source):
         try:
             return torch.load(source, map_location="cpu", weights_only=False, pickle_module=_numpy_compatible_pickle)

@@ -84,6 +84,16 @@ def as_xy(X, Y, dtype=torch.float64, device=None, input_dim=None, output_dim=Non
     return X, Y
 
 
+def as_model_data(model, X, Y=None):
+    """X [N, D] (and Y [N, D_y]) for ``model``: checked against its ``input_dim`` (and ``output_dim``) and
+    made tensors of its ``dtype`` on its ``device``; (X, None) without Y."""
+    if Y is None:
+        X = as_matrix("X", X, model.dtype, model.device)
+        check_dims(X, None, model.input_dim)
+        return X, None
+    return as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim)
+
+
 def check_dims(X, Y=None, input_dim=None, output_dim=None):
     if input_dim is not None and X.shape[1] != input_dim:
         raise ValueError(f"X has {X.shape[1]} columns but the model was built for {input_dim} inputs")

@@ -10,15 +10,16 @@ file is shipped and the set is the same on every machine with the same matplotli
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.font_manager import FontProperties
+from matplotlib.path import Path
+from matplotlib.textpath import TextPath
+from scipy.special import log_ndtr, logsumexp
 
 TEXT = "DGP"
 
 
 def _glyph_polygons(text: str) -> list[np.ndarray]:
     """Closed outlines [P_i, 2] of ``text`` in bold italic DejaVu Sans, cap height ≈ 0.73 units."""
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.textpath import TextPath
-
     prop = FontProperties(family="DejaVu Sans", style="italic", weight="bold")
     return [np.asarray(p) for p in TextPath((0, 0), text, size=1.0, prop=prop).to_polygons()]
 
@@ -33,8 +34,6 @@ def letters_grid(resolution: int = 300, text: str = TEXT) -> tuple[np.ndarray, n
     Returns:
         x [N, 1] horizontal and y [N, 1] vertical coordinates, in font units, sorted by x.
     """
-    from matplotlib.path import Path
-
     polygons = _glyph_polygons(text)
     lo = np.min([p.min(0) for p in polygons], axis=0)
     hi = np.max([p.max(0) for p in polygons], axis=0)
@@ -93,8 +92,6 @@ def letters_log_density(
         [N] log densities in font units (−inf where y is off the strokes and ``noise_variance`` is 0);
         add log(std of y) for a standardised y, as the demo does.
     """
-    from scipy.special import log_ndtr, logsumexp
-
     x, y = np.asarray(x, dtype=float).reshape(-1), np.asarray(y, dtype=float).reshape(-1)
     if x.shape != y.shape:
         raise ValueError(f"x and y hold {x.size} and {y.size} values: one y per x")

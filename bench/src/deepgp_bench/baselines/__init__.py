@@ -1,14 +1,14 @@
-"""The paper's baselines (its Table S1), with DeepGP's prediction interface.
+"""The paper's baselines (its Table S1), each a :class:`deepgp.protocols.ConditionalDensityModel`.
 
-* ``Linear`` (:mod:`~deepgp.baselines.linear`): the CVAE with no hidden layers, as in the paper;
-* ``CVAE-50``, ``CVAE-100-100``, ``CVAE-50-50``, ... (:mod:`~deepgp.baselines.cvae`): any hidden widths,
+* ``Linear`` (:mod:`~deepgp_bench.baselines.linear`): the CVAE with no hidden layers, as in the paper;
+* ``CVAE-50``, ``CVAE-100-100``, ``CVAE-50-50``, ... (:mod:`~deepgp_bench.baselines.cvae`): any hidden widths,
   trained by the VI bound (``vi``, the paper) or the importance-weighted one (``iw``: an IWAE);
 * any GP-only spec (``GP``, ``GP-GP``, ``GP-GP-GP``) with method ``sghmc``
-  (:mod:`~deepgp.baselines.sghmc`): inducing outputs sampled by SGHMC (Havasi et al. 2018).
+  (:mod:`~deepgp_bench.baselines.sghmc`): inducing outputs sampled by SGHMC (Havasi et al. 2018).
 
 Each model has ``sample_predictive``, ``predictive_log_density`` (``kde``, ``mixture``; Linear also
 ``exact``) and ``propagate(X, None, S, mode="predict")``, so :func:`deepgp.metrics.split_metrics`, the
-runner and the estimator treat it as one more model. Nothing here is imported by ``import deepgp``.
+runner and the estimator (:class:`deepgp_bench.estimator.BaselineRegressor`) treat it as one more model.
 """
 
 from __future__ import annotations
@@ -16,7 +16,16 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..config import ModelConfig, SGHMCConfig, TrainConfig, parse_spec, settings_of
+from deepgp import DeepGP
+from deepgp.config import ModelConfig, TrainConfig, parse_spec, settings_of
+from deepgp.linalg import seeded
+from deepgp.model import torch_dtype
+from deepgp.validation import as_xy, check_device
+
+from ..config import SGHMCConfig
+from .cvae import CVAE, fit_cvae
+from .linear import Linear
+from .sghmc import SGHMCDeepGP, fit_sghmc
 
 CVAE_METHODS = ("vi", "iw")
 SGHMC = "sghmc"
@@ -81,10 +90,6 @@ def fit(model: str, method: str, X, Y, model_config: ModelConfig | None = None,
     ``seed``). An SGHMC deep GP is the DeepGP of ``model_config`` with the model's spec, sampled
     with ``sghmc``'s settings after ``train.iterations`` burn-in steps.
     """
-    from ..linalg import seeded
-    from ..model import DeepGP, torch_dtype
-    from ..validation import as_xy, check_device
-
     model, method = check_pair(model, method) or (model, method)
     model_config = model_config or ModelConfig()
     train = (train or TrainConfig()).resolved()  # (the optimiser settings left unset: the recipe's)
@@ -92,16 +97,11 @@ def fit(model: str, method: str, X, Y, model_config: ModelConfig | None = None,
     schedule = dict(iterations=train.iterations, batch_size=train.batch_size, lr=train.lr, decay=train.decay,
                     decay_every=train.decay_every, seed=train.seed)
     if method == SGHMC:
-        from .sghmc import SGHMCDeepGP, fit_sghmc
-
         dgp = DeepGP.from_config(dataclasses.replace(model_config, model=model), X, Y, seed=train.seed, device=device)
         net = SGHMCDeepGP(dgp)
         history = fit_sghmc(net, X, Y, samples=sghmc.sghmc_samples, thinning=sghmc.sghmc_thinning,
                             step=sghmc.sghmc_step, mdecay=sghmc.sghmc_mdecay, window=sghmc.sghmc_window, **schedule)
         return net, history
-    from .cvae import CVAE, fit_cvae
-    from .linear import Linear
-
     X, Y = as_xy(X, Y, min_rows=2)
     widths = hidden_widths(model)
     with seeded(train.seed):

@@ -19,8 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import scipy.stats
+from matplotlib.figure import Figure
 
-from ..storage import write_bytes
+from deepgp.storage import write_bytes
+
+from .baselines import network_name
 from .runner import BASELINES, CONFIGS, EVALUATION, SETTINGS, _text, describe_lines, load_results, variant
 
 _PAPER_METHOD = {"vi": "VI", "iw": "IWVI", "sghmc": "SGHMC"}
@@ -35,8 +38,6 @@ def read_paper(path, option: str = "--paper") -> dict[tuple[str, str, str], tupl
     SGHMC; the baselines' columns of Tables S1 and S2 are bare network names (``Linear``, ``CVAE-50``:
     trained by VI); "-inf" is the paper's "below −1000". Errors name the file as ``option`` gave it.
     A table without a value in any such column is refused."""
-    from ..baselines import network_name
-
     out = {}
     with _table(path, option) as f:
         reader = csv.DictReader(f)
@@ -108,7 +109,7 @@ def _group(r: dict, evaluation: bool, reference: dict | None = None) -> tuple[st
 
 
 def mixed_evaluation(rows: list[dict]) -> bool:
-    """Whether ``rows`` were measured in more than one way (:data:`~deepgp.benchmark.runner.EVALUATION`):
+    """Whether ``rows`` were measured in more than one way (:data:`~deepgp_bench.runner.EVALUATION`):
     only then do those settings tell groups apart; one way is named once, beside the budget."""
     return len({tuple(r[k] for k in EVALUATION) for r in rows}) > 1
 
@@ -116,7 +117,7 @@ def mixed_evaluation(rows: list[dict]) -> bool:
 def summarise(rows: list[dict], metric: str = "test_loglik_kde", apart: bool | None = None,
               reference: dict | None = None):
     """Group rows by (dataset, model, method, variant), keeping per group only its largest iteration
-    budget; the variant names non-default settings (:func:`deepgp.benchmark.runner.variant`; settings
+    budget; the variant names non-default settings (:func:`deepgp_bench.runner.variant`; settings
     other than ``reference``'s where one is given), and how a row was measured where ``apart`` (None:
     where the rows were measured in several ways).
 
@@ -320,8 +321,6 @@ def against_paper_figure(results, paper, metric: str = "test_loglik_kde", tolera
     """A matplotlib Figure of ours − paper per data set, one panel per column: the paper's value across,
     the difference up; a cell within ``tolerance`` of the paper or above it in blue, below it (the
     shaded band) in red; differences beyond ±1 drawn at the edge as triangles."""
-    from matplotlib.figure import Figure
-
     rows = load_results(results).rows
     groups, configs, datasets, paper_of, trend = _comparison(rows, read_paper(paper), metric, reference)
     gaps = gaps_to_paper(groups, trend, paper_of, configs, datasets, metric, tolerance)
@@ -494,7 +493,7 @@ def _evaluation(row: dict) -> tuple:
 
 
 def prevailing_evaluation(rows: list[dict], prefer: tuple | None = None) -> tuple | None:
-    """The way (:data:`~deepgp.benchmark.runner.EVALUATION`'s values, as text) most cells (dataset, model,
+    """The way (:data:`~deepgp_bench.runner.EVALUATION`'s values, as text) most cells (dataset, model,
     method) of ``rows`` were measured, whatever their snapshots and splits; on a tie, ``prefer`` if it is
     among the most, else the defaults' way if it is, else the first found."""
     cells: dict[tuple, set] = defaultdict(set)
@@ -561,7 +560,7 @@ def _table1_cell(value, w, digits: int = 2) -> str:
 def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_kde",
                   reference: dict | None = None) -> str:
     """The paper's Table 1 re-measured: one row per dataset of ``results``, the nine columns of
-    :data:`deepgp.benchmark.runner.CONFIGS` (rows at the default settings, each group at its largest
+    :data:`deepgp_bench.runner.CONFIGS` (rows at the default settings, each group at its largest
     budget), each cell "ours / paper" in italics where the median Shapiro-Wilk W is below 0.99 (ours
     from our rows, the paper's from its Table S2 ``shapiro``), then the summary rows (median
     difference from GP (VI), average rank over the datasets with all nine columns) and the runs ×
@@ -632,7 +631,7 @@ def write_report(results, out=None, paper=None, metric: str = "test_loglik_kde",
                  reference: dict | None = None) -> str:
     """:func:`render_report`; with ``paper``, Table S1 (:func:`render_matrix` of ``metric``) after it; with
     ``shapiro`` (the paper's Table S2), Table S2 of the median Shapiro-Wilk W. ``reference``: the
-    settings whose rows the tables show (default: the defaults; :func:`~deepgp.benchmark.runner.variant`)."""
+    settings whose rows the tables show (default: the defaults; :func:`~deepgp_bench.runner.variant`)."""
     if reference and not _default_rows(load_results(results).rows, reference):
         raise ValueError(f"{results} has no row at the settings {_settings(reference).removeprefix('settings ')}: "
                          "give the settings its rows were run with (each row's label in the report names them)")

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deepgp.benchmark import runner
-from deepgp.benchmark.runner import CONFIGS
+from deepgp_bench import runner
+from deepgp_bench.runner import CONFIGS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "uci" / "conclusions.py"
 spec = importlib.util.spec_from_file_location("conclusions", SCRIPT)

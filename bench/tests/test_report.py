@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deepgp.benchmark import report, runner
 from deepgp.config import RECIPE_VALUES
+from deepgp_bench import report, runner
 
 PAPER = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "table1_test_loglik.csv"
 

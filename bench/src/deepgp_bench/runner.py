@@ -4,9 +4,9 @@ Resuming: the results file is a CSV that only ever grows. A row is written when 
 configuration has finished, as one ``os.write`` of the whole line on an ``O_APPEND`` descriptor,
 so a row is either complete or absent; a run that is killed loses only the rows in flight. On
 start, rows already in the file (matched on :data:`KEY`: every setting that changes a number,
-generated from :mod:`deepgp.config`) are skipped. A file written before a setting was a column is
-read with that setting's declared default (``"-"`` for inner_sampling in a "vi" row), and rewritten
-once with the column the next time a run appends to it.
+generated from :mod:`deepgp.config` and :mod:`deepgp_bench.config`) are skipped. A file written
+before a setting was a column is read with that setting's declared default (``"-"`` for
+inner_sampling in a "vi" row), and rewritten once with the column the next time a run appends to it.
 
 Damaged lines: every physical line is parsed on its own (rows never contain a newline), so a
 damaged line (a truncated last line from a crash mid-write, an edit that broke its quoting, a
@@ -39,7 +39,7 @@ stops the worker processes at once; a worker also ends when its parent dies, eve
 
 Executors: ``local`` runs configurations in this process (``jobs=1``) or in a pool of ``jobs``
 processes with one torch thread each; ``dask`` submits the same function to a Dask distributed
-scheduler (``pip install deepgp[distributed]``) and writes rows here as they complete. Either
+scheduler (``pip install deepgp-bench[distributed]``) and writes rows here as they complete. Either
 way at most as many configurations are claimed as can run at once (``jobs``, or the cluster's
 worker threads), the next one as soon as one finishes.
 """
@@ -55,6 +55,7 @@ import io
 import itertools
 import logging
 import math
+import multiprocessing as mp
 import os
 import platform
 import re
@@ -64,22 +65,26 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..config import (
-    RECIPE_ITERATIONS,
-    RECIPE_VALUES,
-    BenchmarkConfig,
-    ModelConfig,
-    SGHMCConfig,
-    TrainConfig,
-    settings_of,
-)
+import filelock
+import numpy as np
+import torch
 
-if TYPE_CHECKING:
-    from filelock import FileLock
+from deepgp import DeepGP, __version__, fit
+from deepgp.config import RECIPE_ITERATIONS, RECIPE_VALUES, ModelConfig, TrainConfig, parse_spec, settings_of
+from deepgp.datasets.uci import load_split, load_uci, plain_name, split_data
+from deepgp.metrics import split_metrics
+from deepgp.runtime import training_products_dtype
+from deepgp.storage import check_writable, locked, write_bytes
+from deepgp.validation import check_device, check_positive_int
+
+from .baselines import check_pair, model_config, network_name, train_method
+from .baselines import fit as fit_baseline
+from .config import BenchmarkConfig, SGHMCConfig
 
 DATASETS = ("boston", "concrete", "energy", "forest", "kin8nm", "power", "winered", "yacht", "naval", "protein")
 # the nine columns of the paper's Table 1, what `deepgp benchmark` runs by default: (model, method)
@@ -87,7 +92,7 @@ CONFIGS = (
     ("GP", "vi"), ("GP-GP", "vi"), ("GP-GP-GP", "vi"), ("LV-GP", "vi"), ("LV-GP", "iw"), ("LV-GP-GP", "vi"),
     ("LV-GP-GP", "iw"), ("LV-GP-GP-GP", "vi"), ("LV-GP-GP-GP", "iw"),
 )
-# the baselines of the paper's Table S1 (deepgp.baselines): a linear-Gaussian CVAE, two CVAEs, SGHMC deep GPs
+# the baselines of the paper's Table S1 (deepgp_bench.baselines): a linear-Gaussian CVAE, two CVAEs, SGHMC deep GPs
 BASELINES = (("Linear", "vi"), ("CVAE-50", "vi"), ("CVAE-100-100", "vi"),
              ("GP", "sghmc"), ("GP-GP", "sghmc"), ("GP-GP-GP", "sghmc"))
 # `deepgp benchmark`'s default budget: the default recipe's (fit's is TrainConfig's); --recipe paper: the paper's
@@ -108,7 +113,7 @@ _INTS = ("split", "n_train", "n_test", *(name for name, f in SETTINGS.items() if
 
 
 MAX_SPLIT = 2**32 - 1  # numpy's RandomState seeds
-ALL_METHODS = ("vi", "iw", "sghmc")  # sghmc: the SGHMC deep GP baseline (deepgp.baselines.sghmc)
+ALL_METHODS = ("vi", "iw", "sghmc")  # sghmc: the SGHMC deep GP baseline (deepgp_bench.baselines.sghmc)
 
 # -- configurations ------------------------------------------------------------------------------
 def default_settings(recipe: str = TrainConfig.recipe) -> dict:
@@ -143,11 +148,8 @@ def model_methods(models: Iterable[str], methods: Iterable[str]) -> list[tuple[s
     a bare model is crossed with ``methods``, except that ``iw`` is skipped for models without a
     latent-variable layer: with no latent variable IW only re-weights the inner layers' samples,
     which the paper does not report (and GP is deterministic given q, so IW = VI there).
-    The baselines (:mod:`deepgp.baselines`): ``Linear`` and ``CVAE-<widths>`` by vi or iw (an IWAE),
+    The baselines (:mod:`deepgp_bench.baselines`): ``Linear`` and ``CVAE-<widths>`` by vi or iw (an IWAE),
     a GP-only spec by ``sghmc`` (a bare model gets sghmc only where ``methods`` asks and it is GP-only)."""
-    from ..baselines import network_name, train_method
-    from ..model import parse_spec
-
     pairs: list[tuple[str, str]] = []
     for entry in models:
         model, _, method = entry.partition(":")
@@ -172,7 +174,7 @@ def make_configs(
 ) -> list[dict]:
     """All configurations, split-major (every dataset's first split finishes before any second).
 
-    ``settings`` are any fields of :class:`~deepgp.config.BenchmarkConfig`, ModelConfig and
+    ``settings`` are any fields of :class:`~deepgp_bench.config.BenchmarkConfig`, ModelConfig and
     TrainConfig (the model, method and seed come from ``pairs`` and ``splits``); each is checked once
     here, not as one failed row per configuration, and recorded in every row's key.
     ``protocol="splits"``: split s trained with seed s (real splits, training statistics).
@@ -184,9 +186,6 @@ def make_configs(
     ``snapshots``: budgets in [1, iterations) whose rows each run also writes (:func:`run_config`);
     carried beside the settings, not in the key, as they change no number.
     """
-    from ..baselines import model_config, network_name, train_method
-    from ..validation import check_device, check_positive_int
-
     fixed = {"model", "method", "seed"} & set(settings)
     unknown = sorted(set(settings) - set(SETTINGS)) + sorted(fixed)
     if unknown:
@@ -241,9 +240,6 @@ def unread_settings(model: str, method: str) -> frozenset[str]:
     LV layers none of the encoder's, SGHMC not ``inner_q_sqrt``; the SGHMC settings are read by ``sghmc``
     only, the natural-gradient ones by ``vi``/``iw`` deep GPs only (the baselines' optimiser is Adam's
     schedule alone), ``dreg`` by ``iw`` with LV layers."""
-    from ..baselines import network_name
-    from ..model import parse_spec
-
     sghmc = {f.name for f in dataclasses.fields(SGHMCConfig)}
     if network_name(model):
         # (num_inducing stays in the key: the report names a row's budget by it)
@@ -278,8 +274,6 @@ def _width(inner_width: str, n_train) -> str:
 
 def _train_rows(dataset: str, data_dir=None) -> int:
     """N, the training points of every split of ``dataset`` (the runner's 90%)."""
-    from ..datasets.uci import load_uci, split_data
-
     X, Y = load_uci(dataset, data_dir)
     return len(split_data(X, Y, 0, test_limit=1).X_train)
 
@@ -315,18 +309,6 @@ def run_config(config: dict) -> list[dict]:
     ``seconds`` count the run up to it. The baselines ignore snapshots (their schedules may depend
     on the total). Runs with one torch thread: parallelism comes from running several configurations at once.
     """
-    import numpy as np
-    import torch
-
-    from .. import __version__
-    from ..baselines import check_pair, model_config, train_method
-    from ..baselines import fit as fit_baseline
-    from ..datasets.uci import load_split
-    from ..metrics import split_metrics
-    from ..model import DeepGP
-    from ..runtime import training_products_dtype
-    from ..training import fit
-
     torch.set_num_threads(1)
     start = time.perf_counter()
     bench = BenchmarkConfig(**settings_of(BenchmarkConfig, config))
@@ -367,8 +349,6 @@ def run_config(config: dict) -> list[dict]:
 
 def _device_name(device) -> str:
     """"cpu", or a GPU as "cuda:0 NVIDIA H100 80GB HBM3" (rows computed on a GPU are marked so)."""
-    import torch
-
     if device.type != "cuda":
         return device.type
     return f"cuda:{device.index or 0} {torch.cuda.get_device_name(device)}"
@@ -433,7 +413,7 @@ def _parse_row(header: list[str], line: bytes) -> dict | None:
     if values is None or len(values) != len(header):
         return None
     row = dict(zip(header, values))
-    from ..datasets.uci import plain_name
+
 
     if row.get("method") not in ALL_METHODS or not plain_name(row.get("dataset")):
         return None
@@ -540,7 +520,7 @@ def check_results(path, what: str = "the results file") -> Path:
     is not a regular file that can be written, or if it is a file whose first line is not the header of
     a results file (a model or a data file given by mistake stays byte for byte as it was). A file not
     there yet is fine where its folder can be made."""
-    from ..storage import check_writable
+
 
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise ValueError(f"{what}: expected a file name, got {path!r}")
@@ -582,8 +562,6 @@ def prepare_results(path) -> set[tuple[str, ...]]:
     file happen under a lock on the file itself (:func:`deepgp.storage.locked`), so processes starting
     together do them once.
     """
-    from ..storage import locked, write_bytes
-
     path = check_results(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path, create=True) as fd:
@@ -644,7 +622,7 @@ class _Claims:
     def __init__(self, results: Path):
         self.results = results
         self.folder = results.with_name(results.name + ".claims")
-        self.held: dict[tuple[str, ...], FileLock] = {}
+        self.held: dict[tuple[str, ...], filelock.FileLock] = {}
         self.running_elsewhere = 0  # skipped: claimed by another process
         self.finished_elsewhere = 0  # skipped: another process wrote the row since this run started
 
@@ -666,10 +644,8 @@ class _Claims:
             return False
         return True
 
-    def hold(self, config: dict) -> FileLock | None:
+    def hold(self, config: dict) -> filelock.FileLock | None:
         """The claim on ``config``, taken now; None where it is held (by another process, or here)."""
-        import filelock
-
         if config_key(config) in self.held:
             return None
         for attempt in (1, 2):
@@ -691,7 +667,7 @@ class _Claims:
         if lock is not None:
             self._drop(lock)
 
-    def _drop(self, lock: FileLock) -> None:
+    def _drop(self, lock: filelock.FileLock) -> None:
         # Removed while still held. A process that opened the file before and locks it after this release
         # holds a claim no one else sees, so a configuration may run twice in that instant; its row is
         # written once all the same (_write_once reads the file again under its lock).
@@ -772,8 +748,6 @@ def _describe(row: dict) -> str:
 def _init_worker(parent: int | None = None) -> None:
     """One torch thread; in a worker process (``parent``: the process that started it), also ending
     with its parent (:func:`_end_with`)."""
-    import torch
-
     torch.set_num_threads(1)
     if parent is not None:
         _end_with(parent)
@@ -837,14 +811,14 @@ def _in_worker(run: Callable[[dict], list[dict]], config: dict) -> list[dict]:
 
 def run_benchmark(
     configs: list[dict], results, jobs: int = 1, executor: str = "local", scheduler: str | None = None,
-    log: Callable[[str], None] | None = None, run: Callable[[dict], list[dict]] = run_config,
+    log: Callable[[str], None] | None = None, run: Callable[[dict], list[dict]] = run_config, debug: bool = False,
 ) -> int:
     """Run every configuration neither in ``results`` nor claimed by another process; returns the
     number of failed ones. ``run`` returns a configuration's rows (:func:`run_config`).
 
     Prints one progress line per row written. A snapshot row already in the file is not written
-    again. A failing configuration is reported (with its traceback) and left out of the file, so a
-    later run retries it.
+    again. A failing configuration is reported (``debug``: with its traceback, on standard error) and
+    left out of the file, so a later run retries it.
     """
     log = log or logging.getLogger(__name__).info
     if executor == "dask":
@@ -871,9 +845,7 @@ def run_benchmark(
             if err is not None:
                 failed += 1
                 log(f"{prefix} FAILED {_describe(config)}: {type(err).__name__}: {' '.join(str(err).split())}")
-                from ..cli import debugging
-
-                if debugging():
+                if debug:
                     traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
                 return
             for row in rows:
@@ -918,7 +890,7 @@ def _write_once(results: Path, row: dict, claims: _Claims, own: bool) -> bool:
     this process claimed; else a snapshot's row, written only where its claim can be taken now (a process
     running that budget writes it itself). The file is read again under its lock, right before the
     write: a row another process (or another name of the file) wrote meanwhile is not written twice."""
-    from ..storage import locked
+
 
     lock = None if own else claims.hold(row)
     if not own and lock is None:
@@ -936,10 +908,6 @@ def _write_once(results: Path, row: dict, claims: _Claims, own: bool) -> bool:
 
 def _run_pool(configs: Iterator[dict], jobs: int, record, run) -> None:
     """Run ``configs`` in a pool of ``jobs`` processes, taking the next one as one finishes."""
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
-
     # fork (where available) saves each worker re-importing torch (~10 s on a loaded core). With a
     # CPU build it is safe because the parent is put on one thread first and never runs a parallel
     # region, so there is no OpenMP pool to inherit in a broken state (the known fork + torch hang).
@@ -947,8 +915,6 @@ def _run_pool(configs: Iterator[dict], jobs: int, record, run) -> None:
     # A CUDA build of torch cannot fork once autograd has run in the parent (its engine keeps
     # device threads: "Unable to handle autograd's threading in combination with fork"), and CUDA
     # itself never survives a fork: with a CUDA build, workers spawn and import torch afresh.
-    import torch
-
     method = "fork" if "fork" in mp.get_all_start_methods() and torch.version.cuda is None else "spawn"
     others = set(mp.active_children())
     pool = ProcessPoolExecutor(jobs, mp_context=mp.get_context(method), initializer=_init_worker,
@@ -999,7 +965,7 @@ def _import_dask():
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError as err:
-        raise ImportError("--executor dask needs dask.distributed: pip install 'deepgp[distributed]'") from err
+        raise ImportError("--executor dask needs dask.distributed: pip install 'deepgp-bench[distributed]'") from err
     return Client, LocalCluster, as_completed
 
 

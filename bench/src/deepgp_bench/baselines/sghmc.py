@@ -20,7 +20,7 @@ preconditioner M̂⁻¹ = 1/√ĝ² (ĝ² a running mean of the squared gradient
     r ← (1 − α) r − ε² M̂⁻¹ ∇U(v) + N(0, 2 ε² α M̂⁻¹),    v ← v + r.
 
 With exact gradients and fixed M̂ this is a discretised underdamped Langevin dynamics whose
-stationary distribution tends to exp(−U) as ε → 0 (tests/test_baselines.py checks it on a
+stationary distribution tends to exp(−U) as ε → 0 (bench/tests/test_baselines.py checks it on a
 Gaussian target).
 
 **Hyperparameters** θ (kernels, likelihood variance, inducing inputs) by moving-window Monte Carlo
@@ -42,11 +42,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import prediction
-from ..layers import GPLayer
-from ..linalg import seeded, standard_normal
-from ..training import Batches
-from ..validation import check_positive_int, check_seed
+from deepgp import prediction
+from deepgp.layers import GPLayer
+from deepgp.linalg import seeded, standard_normal
+from deepgp.training import Batches
+from deepgp.validation import as_model_data, check_positive_int, check_seed
+
 from .common import staircase_adam
 
 
@@ -146,7 +147,7 @@ class SGHMCDeepGP(nn.Module):
         idx = torch.cat([torch.randperm(kept)[: num_samples - i] for i in range(0, num_samples, kept)])
         H = X.unsqueeze(0)  # [1, B, D]: the first layer's inputs are the same for every draw
         for layer, V in zip(self.gp_layers, self.samples):
-            At, Q = layer._prior_conditional(H, full_cov=False)  # Aᵀ [G, B, M], Q [G, B]
+            At, Q = layer.prior_conditional(H, full_cov=False)  # Aᵀ [G, B, M], Q [G, B]
             mean = At @ V[idx.to(V.device)]  # [K, B, L]
             var = Q.clamp_min(1e-12).unsqueeze(-1).expand_as(mean)
             if layer is not self.gp_layers[-1]:
@@ -156,13 +157,13 @@ class SGHMCDeepGP(nn.Module):
 
     def sample_predictive(self, X, num_samples: int = 1000, seed: int | None = None) -> np.ndarray:
         """Draws of y at X [N, D] over the kept samples: numpy [S, N, D_y]."""
-        X, _ = self.dgp._data(X)
+        X, _ = as_model_data(self.dgp, X)
         return prediction.sample_predictive(self, X, check_positive_int("num_samples", num_samples), check_seed(seed))
 
     def predictive_log_density(self, X, Y, num_samples: int = 2000, estimator: str = "mixture",
                                seed: int | None = None) -> np.ndarray:
         """log p(y_n | x_n) per point, numpy [N]: ``mixture`` (1/S) Σ_s N(y; μ_s, s_s² + σ²) or ``kde``."""
-        X, Y = self.dgp._data(X, Y)
+        X, Y = as_model_data(self.dgp, X, Y)
         return prediction.predictive_log_density(
             self, X, Y, check_positive_int("num_samples", num_samples), estimator, check_seed(seed))
 
@@ -175,7 +176,7 @@ def fit_sghmc(model: SGHMCDeepGP, X, Y, iterations: int = 5000, samples: int = 2
 
     Returns the minibatch estimate of log p(y, v | θ) (up to a constant) at every step of both phases.
     """
-    X, Y = model.dgp._data(X, Y)
+    X, Y = as_model_data(model.dgp, X, Y)
     for name, value in (("samples", samples), ("thinning", thinning), ("window", window)):
         check_positive_int(name, value)
     sampler = SGHMC(model.state(), step, mdecay)

@@ -1,20 +1,22 @@
 """Baselines: Linear's bounds and estimators against its closed form, the CVAE's bounds, the SGHMC
 sampler's stationary distribution, the SGHMC deep GP's posterior, the runner's rows, bad input."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import scipy.stats
 import torch
 
-from deepgp.baselines import check_pair, fit, hidden_widths, network_name
-from deepgp.baselines.cvae import CVAE, fit_cvae
-from deepgp.baselines.linear import Linear
-from deepgp.baselines.sghmc import SGHMC, SGHMCDeepGP, fit_sghmc
-from deepgp.config import ModelConfig, SGHMCConfig, TrainConfig
-from deepgp.model import DeepGP
+from deepgp import DeepGP
+from deepgp.config import ModelConfig, TrainConfig
+from deepgp.datasets.uci import write_uci
+from deepgp.protocols import ConditionalDensityModel
+from deepgp_bench import runner
+from deepgp_bench.baselines import check_pair, fit, hidden_widths, network_name
+from deepgp_bench.baselines.cvae import CVAE, fit_cvae
+from deepgp_bench.baselines.linear import Linear
+from deepgp_bench.baselines.sghmc import SGHMC, SGHMCDeepGP, fit_sghmc
+from deepgp_bench.config import SGHMCConfig
+from deepgp_bench.estimator import BaselineRegressor
 
 # the linear-Gaussian model y = a z + b·x + c + ε, z ~ N(0, 1), ε ~ N(0, σ²)
 A, B, C, NOISE = 0.8, np.array([1.0, -0.5]), 0.3, 0.2
@@ -141,7 +143,7 @@ def test_sghmc_gp_samples_the_exact_posterior_of_its_inducing_outputs():
     fit_sghmc(model, X, Y, iterations=1000, samples=2000, thinning=8, batch_size=30, lr=1e-12, step=0.05)
     layer = model.dgp.layers[0]
     with torch.no_grad():
-        At, Q = layer._prior_conditional(torch.as_tensor(X).unsqueeze(0), full_cov=False)
+        At, Q = layer.prior_conditional(torch.as_tensor(X).unsqueeze(0), full_cov=False)
         Aw, lam = At[0].numpy().T, Q[0].numpy() + model.likelihood.variance().item()
     Sigma = np.linalg.inv(np.eye(4) + (Aw / lam) @ Aw.T)
     mean = Sigma @ (Aw / lam) @ Y[:, 0]
@@ -191,19 +193,21 @@ def test_names_and_bad_input_are_refused_in_one_line():
         SGHMCDeepGP(DeepGP.from_spec("LV-GP", np.arange(5.0)[:, None], np.zeros((5, 1)), num_inducing=3))
 
 
-def test_import_deepgp_imports_no_baseline():
-    code = "import sys, deepgp; print(any(m.startswith('deepgp.baselines') for m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+@pytest.mark.parametrize("model, method", [("Linear", "vi"), ("CVAE-20", "iw"), ("GP", "sghmc")])
+def test_every_baseline_is_a_conditional_density_model(model, method):
+    """What prediction, the metrics and the estimator ask of a model (deepgp.protocols), as DeepGP is."""
+    X, Y = linear_data()
+    net, _ = fit(model, method, X, Y, ModelConfig(num_inducing=5), TrainConfig(iterations=2),
+                 SGHMCConfig(sghmc_samples=2, sghmc_thinning=1))
+    assert isinstance(net, ConditionalDensityModel)
+    assert isinstance(DeepGP.from_spec("GP", X, Y, num_inducing=5), ConditionalDensityModel)
+    assert not isinstance(torch.nn.Linear(2, 1), ConditionalDensityModel)
 
 
 FAST = dict(num_inducing=8, test_limit=20, predict_samples=50, shapiro_points=10, sghmc_samples=5, sghmc_thinning=2)
 
 
 def test_the_runner_takes_baselines_and_resumes_their_rows(tmp_path):
-    from deepgp.benchmark import runner
-    from deepgp.datasets.uci import write_uci
-
     rng = np.random.default_rng(0)
     X = rng.normal(size=(80, 2))
     write_uci(tmp_path / "toy.csv.gz", np.column_stack([X, np.sin(X.sum(1)) + 0.1 * rng.normal(size=80)]))
@@ -230,12 +234,10 @@ def test_the_runner_takes_baselines_and_resumes_their_rows(tmp_path):
 
 @pytest.mark.parametrize("model, method", [("CVAE-20", "iw"), ("Linear", "vi"), ("GP", "sghmc")])
 def test_the_estimator_fits_a_baseline(model, method):
-    from deepgp import DeepGPRegressor
-
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, (100, 1))
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(100)
-    reg = DeepGPRegressor(model, method=method, iterations=30, num_inducing=10, sghmc_samples=10, predict_samples=50,
+    reg = BaselineRegressor(model, method=method, iterations=30, num_inducing=10, sghmc_samples=10, predict_samples=50,
                           progress=False).fit(X, y)
     assert np.isfinite(reg.score(X, y)) and reg.predict(X[:4]).shape == (4,) and reg.sample(X[:3], 7).shape == (7, 3)
     with pytest.raises(ValueError, match="not supported"):
@@ -243,7 +245,20 @@ def test_the_estimator_fits_a_baseline(model, method):
 
 
 def test_the_estimator_refuses_a_baseline_with_a_wrong_method():
+    with pytest.raises(ValueError, match="trained by one of"):
+        BaselineRegressor("CVAE-50", method="sghmc").fit(np.arange(10.0)[:, None], np.arange(10.0))
+
+
+def test_the_baseline_estimator_fits_a_deep_gp_as_the_librarys_does():
+    from sklearn.base import clone
+
     from deepgp import DeepGPRegressor
 
-    with pytest.raises(ValueError, match="trained by one of"):
-        DeepGPRegressor("CVAE-50", method="sghmc").fit(np.arange(10.0)[:, None], np.arange(10.0))
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (60, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(60)
+    settings = dict(iterations=20, num_inducing=8, predict_samples=20, progress=False)
+    ours, theirs = BaselineRegressor("LV-GP", **settings).fit(X, y), DeepGPRegressor("LV-GP", **settings).fit(X, y)
+    assert np.array_equal(ours.history_, theirs.history_) and np.array_equal(ours.predict(X), theirs.predict(X))
+    assert "sghmc_samples" in ours.get_params() and "sghmc_samples" not in theirs.get_params()
+    assert clone(ours).get_params() == ours.get_params() and "sghmc_window = 100" in BaselineRegressor.__doc__

@@ -27,12 +27,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import prediction
-from ..likelihoods import GaussianLikelihood
-from ..linalg import seeded, standard_normal
-from ..model import DeepGP
-from ..training import Batches
-from ..validation import check_positive_int, check_seed
+from deepgp import prediction
+from deepgp.likelihoods import GaussianLikelihood
+from deepgp.linalg import seeded, standard_normal
+from deepgp.training import Batches
+from deepgp.validation import as_model_data, check_positive_int, check_seed
+
 from .common import staircase_adam
 
 LOGVAR_RANGE = (math.log(1e-12), math.log(1e10))
@@ -52,7 +52,7 @@ def mlp(widths: tuple[int, ...]) -> nn.Sequential:
 
 
 class CVAE(nn.Module):
-    """A CVAE with hidden widths ``hidden`` (``()``: :class:`~deepgp.baselines.linear.Linear`).
+    """A CVAE with hidden widths ``hidden`` (``()``: :class:`~deepgp_bench.baselines.linear.Linear`).
 
     Args:
         input_dim: D; output_dim: D_y; num_data: N (scales minibatch bounds).
@@ -83,7 +83,9 @@ class CVAE(nn.Module):
 
     has_latent = True
 
-    _data = DeepGP._data  # X [N, D] (and Y [N, D_y]) checked and as tensors of the model's dtype and device
+    def _data(self, X, Y=None):
+        """X [N, D] (and Y [N, D_y]) checked, as tensors of the model's dtype and device."""
+        return as_model_data(self, X, Y)
 
     # -- the two networks ---------------------------------------------------------------------
     def posterior(self, X: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

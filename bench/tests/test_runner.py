@@ -2,6 +2,7 @@
 
 import contextlib
 import csv
+import functools
 import math
 import multiprocessing as mp
 import os
@@ -14,9 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deepgp.benchmark import runner
+from deepgp import config, metrics
 from deepgp.cli import main
+from deepgp.config import RECIPE_ITERATIONS, RECIPE_VALUES
+from deepgp.datasets import uci
 from deepgp.datasets.uci import write_uci
+from deepgp_bench import cli as bench_cli
+from deepgp_bench import runner
 
 FAST = dict(num_inducing=8, test_limit=20, num_samples=3, predict_samples=50, shapiro_points=10)
 
@@ -497,7 +502,8 @@ def test_cli_dask_missing_is_one_line_before_anything_is_claimed(data_dir, tmp_p
     status, err = run_main(["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--executor",
                             "dask", "--data-dir", str(data_dir), "--results", str(results)], capsys)
     assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
-    assert "deepgp benchmark: error: --executor dask needs dask.distributed: pip install 'deepgp[distributed]'" in err
+    assert ("deepgp benchmark: error: --executor dask needs dask.distributed: pip install 'deepgp-bench[distributed]'"
+            in err)
     assert not results.exists() and not results.with_name("r.csv.claims").exists()
 
 
@@ -525,10 +531,8 @@ def test_the_default_grid_is_table_s1_and_all_means_every_data_set_found(data_di
         seen["configs"] = configs
         return 0
 
-    monkeypatch.setattr(runner, "run_benchmark", record)
+    monkeypatch.setattr(bench_cli, "run_benchmark", record)
     # with --data-dir, "all" is that folder's data sets: not those in $DEEPGP_DATA or the cache
-    from deepgp.datasets import uci
-
     uci.write_uci(tmp_path / "env" / "elsewhere.csv.gz", np.ones((4, 3)))
     uci.write_uci(tmp_path / "cache" / "deepgp" / "uci" / "cached.csv.gz", np.ones((4, 3)))
     monkeypatch.setenv("DEEPGP_DATA", str(tmp_path / "env"))
@@ -553,8 +557,6 @@ def test_the_default_grid_is_table_s1_and_all_means_every_data_set_found(data_di
 
 
 def test_shapiro_points_0_takes_every_test_point(data_dir, monkeypatch):
-    from deepgp import metrics
-
     seen = []
     split_metrics = metrics.split_metrics
 
@@ -562,7 +564,7 @@ def test_shapiro_points_0_takes_every_test_point(data_dir, monkeypatch):
         seen.append((shapiro_points, len(X)))
         return split_metrics(model, X, Y, num_samples, shapiro_points, seed)
 
-    monkeypatch.setattr(metrics, "split_metrics", spy)
+    monkeypatch.setattr(runner, "split_metrics", spy)
     config = runner.make_configs(["toya"], [("GP", "vi")], [0], iterations=2, data_dir=str(data_dir),
                                  **{**FAST, "shapiro_points": 0})[0]
     (row,) = runner.run_config(config)
@@ -720,8 +722,6 @@ def test_auto_inner_width_is_resolved_per_data_set_in_the_key(data_dir, tmp_path
     so a row names the architecture that ran: an old row on a large set, run at the paper's "input" before
     "auto" was the default, is that variant and not the default's row (which runs again); the report
     calls neither data set's default rows a variant."""
-    from deepgp import config
-
     monkeypatch.setattr(config, "HIDDEN_WIDTH_FROM", 70)  # toya has 72 training points, toyb 54
     pairs = (("GP", "vi"), ("GP-GP", "vi"))
     made = runner.make_configs(["toya", "toyb"], pairs, [0], iterations=3, data_dir=str(data_dir), **FAST)
@@ -1025,3 +1025,56 @@ def test_a_row_saved_by_a_spreadsheet_keeps_its_key(tmp_path):
     calls = []
     assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c), log=quiet) == 0
     assert calls == [] and len(runner.read_results(results)) == 1
+
+
+def test_a_results_file_from_before_recipes_reads_as_the_paper_recipe(tmp_path):
+    config = runner.make_configs(["toy"], [("GP", "vi")], [0], iterations=3, recipe="paper")[0]
+    assert {k: config[k] for k in RECIPE_VALUES["paper"]} == RECIPE_VALUES["paper"]
+    row = {**{c: 0.0 for c in runner.COLUMNS}, **config, "deepgp": "0", "torch": "0", "numpy": "0", "python": "0"}
+    old_columns = [c for c in runner.COLUMNS if c not in ("recipe", "gamma_warmup", "natgrad_inner")]
+    values = dict(zip(runner.COLUMNS, next(csv.reader([runner.format_row(row)]))))
+    path = tmp_path / "old.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([old_columns, [values[c] for c in old_columns]])
+    (read,) = runner.read_results(path)
+    assert read["recipe"] == "paper" and read["gamma_warmup"] == 0 and read["natgrad_inner"] == "False"
+    assert runner.config_key(read) == runner.config_key(config)  # a rerun under the paper recipe skips it
+    fast = runner.make_configs(["toy"], [("GP", "vi")], [0], iterations=3)[0]
+    assert fast["recipe"] == "fast" and runner.config_key(fast) != runner.config_key(config)
+    assert runner.variant(config) == "recipe=paper" and runner.variant(fast) == ""
+    assert runner.variant({**fast, "lr": 0.5}) == "lr=0.5"
+
+
+def test_the_benchmark_budget_is_the_recipes(monkeypatch):
+    seen = []
+    monkeypatch.setattr(bench_cli, "run_benchmark", lambda configs, *a, **k: seen.append(configs) or 0)
+    monkeypatch.setattr(bench_cli, "find_uci", lambda *a, **k: None)
+    for argv, budget in ((["benchmark"], RECIPE_ITERATIONS["fast"]), (["benchmark", "--recipe", "paper"], 100_000),
+                         (["benchmark", "--iterations", "7"], 7)):
+        args = bench_cli.build_parser().parse_args([*argv, "--datasets", "toy", "--models", "GP:vi", "--splits", "0"])
+        assert bench_cli._benchmark(args) == 0
+        assert seen[-1][0]["iterations"] == budget
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_failed_configuration_shows_its_traceback_only_when_asked(data_dir, tmp_path, capsys, debug):
+    def fails(config):
+        raise RuntimeError("the test's failure")
+
+    logged = []
+    todo = configs(data_dir, pairs=(("GP", "vi"),), splits=(0,))[:1]
+    failed = runner.run_benchmark(todo, tmp_path / "r.csv", log=logged.append, run=fails, debug=debug)
+    err = capsys.readouterr().err
+    assert failed == 1 and "FAILED toya GP vi split 0" in logged[-1] and "the test's failure" in logged[-1]
+    assert ("Traceback (most recent call last)" in err) is debug and ("in fails" in err) is debug
+
+
+def test_deepgp_debug_shows_a_failed_configurations_traceback(data_dir, tmp_path, capsys, monkeypatch):
+    def fails(config):
+        raise RuntimeError("the test's failure")
+
+    monkeypatch.setattr(bench_cli, "run_benchmark", functools.partial(runner.run_benchmark, run=fails))
+    args = ["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--iterations", "2",
+            "--data-dir", str(data_dir), "--results", str(tmp_path / "r.csv")]
+    assert main(args) == 1 and "Traceback" not in capsys.readouterr().err
+    assert main(["--debug", *args]) == 1 and "in fails" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The paper's ``Linear`` baseline: a :class:`~deepgp.baselines.cvae.CVAE` with no hidden layers.
+"""The paper's ``Linear`` baseline: a :class:`~deepgp_bench.baselines.cvae.CVAE` with no hidden layers.
 
 With no hidden layer the decoder is affine, f(z, x) = A z + B x + c, so the model is the
 linear-Gaussian one
@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..params import LOG_2PI
+from deepgp.params import LOG_2PI
+
 from .cvae import CVAE, NOISE_INIT
 
 

@@ -1,20 +1,69 @@
-"""``deepgp benchmark`` (the UCI runner) and ``deepgp report`` (Markdown beside the paper's table)."""
+"""``benchmark`` (the UCI runner) and ``report`` (Markdown beside the paper's table): the commands of
+``deepgp-bench``, which ``deepgp benchmark`` and ``deepgp report`` run too (this package adds them to the
+``deepgp`` command through the entry-point group ``deepgp.commands``)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
-from ..cli import add_settings, positive_int
-from ..config import RECIPE_ITERATIONS, BenchmarkConfig, ModelConfig, SGHMCConfig, TrainConfig, settings_of
+from deepgp import cli
+from deepgp.arguments import Parser, add_settings, positive_int
+from deepgp.config import RECIPE_ITERATIONS, ModelConfig, TrainConfig, settings_of
+from deepgp.datasets.uci import find_uci, list_uci, search_dirs
+from deepgp.plotting import check_figure_path, save_figure
+from deepgp.storage import check_output, write_bytes
+
+from . import __version__
+from .config import BenchmarkConfig, SGHMCConfig
+from .report import against_paper_figure, write_report
+from .runner import (
+    BASELINES,
+    CONFIGS,
+    DATASETS,
+    METRICS,
+    check_results,
+    make_configs,
+    model_methods,
+    parse_splits,
+    reference_names,
+    run_benchmark,
+)
+
+# the runner's progress, one line each on standard output as it happens
+_progress = functools.partial(print, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``deepgp-bench``'s parser: the commands ``benchmark`` and ``report``."""
+    parser = Parser(prog="deepgp-bench", description="The paper's UCI benchmark (deepgp-bench): run it, report it.",
+                    epilog=f"Errors are one line; --debug (anywhere) or {cli.DEBUG_ENV}=1 shows the traceback.")
+    parser.add_argument("--version", action="version", version=f"deepgp-bench {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    """``deepgp-bench``: parse the command line and run its command (errors as ``deepgp``'s)."""
+    return cli.run(build_parser, argv, prog="deepgp-bench")
 
 
 def register(sub) -> None:
-    from .runner import BASELINES, CONFIGS, DATASETS, METRICS
+    """Add ``benchmark`` and ``report`` to the sub-parsers ``sub``."""
+    register_benchmark(sub)
+    register_report(sub)
 
+
+def register_benchmark(sub) -> None:
+    """Add ``benchmark`` (the entry point ``deepgp benchmark`` loads)."""
     p = sub.add_parser(
         "benchmark",
         help="run the UCI benchmark grid into a resumable results CSV",
@@ -55,6 +104,9 @@ def register(sub) -> None:
     p.add_argument("--results", default="results.csv", help="results CSV (created, or resumed)")
     p.set_defaults(func=_benchmark)
 
+
+def register_report(sub) -> None:
+    """Add ``report`` (the entry point ``deepgp report`` loads)."""
     r = sub.add_parser("report", help="Markdown table of a results CSV beside the paper's Table 1")
     r.add_argument("results", help="results CSV written by `deepgp benchmark`")
     r.add_argument("--paper", default=None,
@@ -76,8 +128,6 @@ def add_reference_settings(parser: argparse.ArgumentParser, helps: dict | None =
     """The options naming the settings whose rows a report's tables show (:func:`reference_of`), spelt as
     ``deepgp benchmark`` takes them; only those given are set. The model's and the optimiser's settings:
     not M, K, the inner draws, the dtype or how rows were measured, which each row's label names."""
-    from .runner import reference_names
-
     names = reference_names()
     shown = parser.add_argument_group(
         "the rows the tables show", "those run with the settings given here (as `deepgp benchmark` took them), any "
@@ -90,8 +140,6 @@ def add_reference_settings(parser: argparse.ArgumentParser, helps: dict | None =
 def reference_of(args: argparse.Namespace) -> dict:
     """{setting: value} given by :func:`add_reference_settings`'s options, checked by their settings' own
     rules (as ``deepgp benchmark`` checks them): a ValueError names one it refuses."""
-    from .runner import reference_names
-
     reference = {name: getattr(args, name) for name in reference_names() if hasattr(args, name)}
     for config in (BenchmarkConfig, ModelConfig, TrainConfig, SGHMCConfig):
         config(**settings_of(config, reference))
@@ -100,8 +148,6 @@ def reference_of(args: argparse.Namespace) -> dict:
 
 def _splits(text: str) -> list[int]:
     """--splits as a list, or argparse's one-line error naming the option."""
-    from .runner import parse_splits
-
     try:
         return parse_splits(text)
     except ValueError as err:
@@ -128,9 +174,6 @@ def _terminate(signum, frame):
 
 
 def _benchmark(args) -> int:
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():  # (only the main thread handles signals)
         return _run_benchmark(args)
     previous = signal.signal(signal.SIGTERM, _terminate)
@@ -144,9 +187,6 @@ def _benchmark(args) -> int:
 
 
 def _run_benchmark(args) -> int:
-    from ..datasets.uci import find_uci, list_uci, search_dirs
-    from .runner import check_results, make_configs, model_methods, run_benchmark
-
     check_results(args.results, "--results")  # before any work; touches nothing
     if args.data_dir is not None and not os.path.isdir(args.data_dir):  # (not $DEEPGP_DATA in its place)
         raise ValueError(f"--data-dir {args.data_dir!r} is not a folder")
@@ -173,7 +213,8 @@ def _run_benchmark(args) -> int:
     del settings["iterations"]
     configs = make_configs(datasets, pairs, args.splits, iterations, data_dir=args.data_dir, device=args.device,
                            snapshots=args.snapshots, **settings)
-    failed = run_benchmark(configs, args.results, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler)
+    failed = run_benchmark(configs, args.results, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler,
+                           log=_progress, debug=args.debug)
     if failed:
         print(f"{failed} configuration(s) failed; rerun the same command to retry them", file=sys.stderr)
     return 1 if failed else 0
@@ -190,9 +231,6 @@ def _input_file(path: str, option: str) -> None:
 
 
 def _report(args) -> int:
-    from ..storage import check_output, write_bytes
-    from .report import against_paper_figure, write_report
-
     for option, path in (("the results file", args.results), ("--paper", args.paper), ("--shapiro", args.shapiro)):
         if path is not None:  # ("" is a name given, not no --paper)
             _input_file(path, option)
@@ -201,8 +239,6 @@ def _report(args) -> int:
     if args.out is not None:
         check_output(args.out, "the report", inputs, [("the figure", args.figure)])
     if args.figure is not None:
-        from ..plotting import check_figure_path
-
         if args.paper is None:
             raise ValueError("--figure draws ours against the paper: give its table with --paper")
         check_figure_path(args.figure)
@@ -219,8 +255,6 @@ def _report(args) -> int:
         write_bytes(args.out, text.encode())
         print(f"wrote {args.out}")
     if figure is not None:
-        from ..plotting import save_figure
-
         save_figure(figure, args.figure)
         print(f"wrote {args.figure}")
     return 0

@@ -1,1 +1,0 @@
-"""UCI benchmark: runner over datasets × models × methods × splits, and the report against the paper."""
