@@ -25,7 +25,7 @@ from .model import DeepGP, torch_dtype
 from .prediction import chunks, predictive_moments
 from .preprocessing import Standardizer
 from .training import fit as fit_model
-from .validation import check_device, check_positive_int, max_magnitude
+from .validation import as_matrix, check_device, check_positive_int, max_magnitude
 
 # the estimator's own settings, beside every field of ModelConfig and TrainConfig
 OWN_SETTINGS = (
@@ -55,6 +55,14 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
 
     ``score`` is the mean log predictive density per point in the units of y (not R²): it is
     the quantity the paper reports, and the one that rewards a good conditional density.
+
+    What it is given is checked: a DataFrame X must hold the fitted inputs in their fitted order (the
+    names of ``feature_names_in_``, or the CSV columns of a model written by ``deepgp fit``); other
+    columns, missing ones or another order are refused, as scikit-learn refuses them, never taken by
+    position. y must have the fitted outputs' shape wherever it is taken (``score``, ``log_density``).
+    Each column is standardised by its real spread at any scale float64 holds (a constant column by 1);
+    a column whose spread is below the smallest normal float64 (2.2e-308), or with values beyond
+    4.5e307, is refused by name.
     """
 
     def __init__(self, *args, **kwargs):
@@ -106,8 +114,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"y must be numeric, got an array of dtype {y.dtype}")
         y2 = y.reshape(len(y), -1)
         self.y_ndim_ = y.ndim
-        self.x_scaler_ = Standardizer.fit(X)
-        self.y_scaler_ = Standardizer.fit(y2)
+        self.x_scaler_ = Standardizer.fit(X, "X")
+        self.y_scaler_ = Standardizer.fit(y2, "y")
         Xs, Ys = self.x_scaler_.transform(X), self.y_scaler_.transform(y2)
         _check_spread(Xs, self.dtype)
         from .baselines import check_pair
@@ -125,9 +133,34 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
 
     # -- prediction ---------------------------------------------------------------------------
     def _inputs(self, X) -> np.ndarray:
+        """X [N, D] checked and standardised. A DataFrame's columns must be the fitted inputs in their fitted
+        order (scikit-learn's convention for ``feature_names_in_``, and for the CSV columns of a model written
+        by ``deepgp fit``): other columns, missing ones or another order are refused, never used by position."""
         check_is_fitted(self, "model_")
+        columns, names = getattr(X, "columns", None), (getattr(self, "columns_", None) or {}).get("inputs")
+        if columns is not None and names is not None and getattr(self, "feature_names_in_", None) is None:
+            # fitted on the arrays of a CSV's named columns (`deepgp fit`): scikit-learn knows no names to check
+            _check_columns(list(columns), names)
+            X = np.asarray(X)
         X = _validate(self, "X", X, reset=False)
         return self.x_scaler_.transform(X)
+
+    def _targets(self, y, n: int) -> np.ndarray:
+        """y [n, D_y] for the fitted D_y outputs: y as fitted ([n] or [n, D_y]; [n] and [n, 1] alike for
+        one output), numeric and finite; anything else is a ValueError naming y."""
+        outputs = self.y_scaler_.mean.shape[0]
+        try:
+            shape = np.shape(y)
+        except (ValueError, TypeError):  # ragged: as_matrix says what is wrong
+            shape = None
+        if shape is not None and (len(shape) == 0 or shape[0] != n):
+            raise ValueError(f"X and y have different numbers of rows: {n} and {shape[0] if shape else 'a scalar'}")
+        if shape is not None and (len(shape) > 2 or (len(shape) == 2 and shape[1] != outputs)
+                                  or (len(shape) == 1 and outputs != 1)):
+            fitted = f"[{n}]" if self.y_ndim_ == 1 else f"[{n}, {outputs}]"
+            raise ValueError(f"y has shape {tuple(shape)} but the estimator was fitted on {outputs} output(s): "
+                             f"give y as {fitted}")
+        return as_matrix("y", y, allow_vector=True).numpy()
 
     def _shape_y(self, A: np.ndarray) -> np.ndarray:
         """[..., D_y] → [...] when the training y was 1-D."""
@@ -180,12 +213,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
     def log_density(self, X, y) -> np.ndarray:
         """log p(y_n | x_n) per point in the units of y (mixture estimator): [N]."""
         Xs = self._inputs(X)
-        y = np.asarray(y, dtype=np.float64)
-        if y.ndim == 0 or len(y) != len(Xs):
-            raise ValueError(f"X and y have different numbers of rows: {len(Xs)} "
-                             f"and {len(y) if y.ndim else 'a scalar'}")
-        y = y.reshape(len(Xs), -1)
-        Ys = self.y_scaler_.transform(y)
+        Ys = self.y_scaler_.transform(self._targets(y, len(Xs)))
         S = self._draws()
         logp = self.model_.predictive_log_density(Xs, Ys, S, "mixture", seed=self.seed)
         return logp - self.y_scaler_.log_jacobian
@@ -337,6 +365,20 @@ DeepGPRegressor.__init__.__signature__ = inspect.Signature(  # type: ignore[attr
 DeepGPRegressor.__doc__ = (DeepGPRegressor.__doc__ or "") + (  # (None under python -OO, which strips docstrings)
     "\n    Parameters (name = default: meaning):\n\n"
     + "\n".join(f"    * ``{name} = {default!r}``: {help}" for name, default, help in _settings()) + "\n")
+
+
+def _check_columns(given: list, fitted: list[str]) -> None:
+    """A one-line ValueError unless a DataFrame's columns ``given`` are exactly the ``fitted`` names in order."""
+    if given == fitted:
+        return
+    missing = [n for n in fitted if n not in given]
+    unexpected = [n for n in given if n not in fitted]
+    twice = sorted({str(n) for n in given if given.count(n) > 1})
+    said = [f"{what} {names}" for what, names in (("lacks the fitted input(s)", missing),
+                                                  ("has unexpected column(s)", unexpected),
+                                                  ("names twice", twice)) if names]
+    problem = "; ".join(said) if said else f"has the fitted inputs in another order {given}"
+    raise ValueError(f"X {problem}: pass X[{fitted}], the columns the estimator was fitted on, in that order")
 
 
 def _is_complex(value) -> bool:

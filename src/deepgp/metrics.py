@@ -93,6 +93,7 @@ def split_metrics(
 def regressor_metrics(reg, X, y) -> dict:
     """A fitted DeepGPRegressor's mean log density (units of y), RMSE of its predictive mean and mean
     sample CRPS on X [N, D], y [N] (``deepgp evaluate``)."""
+    y = reg._shape_y(reg._targets(y, len(X)))  # (y checked against the fitted outputs, as score checks it)
     draws = reg.sample(X, reg.predict_samples)  # [S, N]
     return {
         "n": int(len(y)),
