@@ -211,6 +211,7 @@ def _predict(args) -> int:
         check_output(args.out, "the predictions", [args.model, args.data])
     reg = load_regressor(args.model, args.predict_samples)
     X, _ = _model_data(reg, args.data, need_target=False)
+    _check_memory(reg, len(X), args.samples)
     mean, std = reg.predict(X, return_std=True)
     table = {"mean": mean, "std": std}
     quant = reg.predict_quantiles(X, levels)  # [N, Q]
@@ -230,6 +231,16 @@ def _predict(args) -> int:
         write_bytes(args.out, text.getvalue().encode())
         print(f"wrote {len(X)} rows to {args.out}", file=sys.stderr)
     return 0
+
+
+def _check_memory(reg, num_points: int, samples: int) -> None:
+    """Refuse before any work what ``deepgp predict`` could not hold: the quantiles' draws (all of a chunk
+    of points', more than the mean's), and ``--samples`` draws with their text (~20 values' bytes each)."""
+    from .prediction import check_memory
+
+    check_memory(reg.model_, num_points, reg.predict_samples, "quantiles", setting="predict_samples")
+    if samples:
+        check_memory(reg.model_, num_points, samples, "draws", result=20 * samples * num_points, setting="samples")
 
 
 def _evaluate(args) -> int:

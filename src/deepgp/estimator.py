@@ -18,11 +18,11 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import storage
+from . import memory, storage
 from .config import ModelConfig, SGHMCConfig, TrainConfig, settings_of
 from .linalg import seeded
 from .model import DeepGP, torch_dtype
-from .prediction import chunks, predictive_moments
+from .prediction import check_memory, chunks, draw_chunks, mixture_moments
 from .preprocessing import Standardizer
 from .training import fit as fit_model
 from .validation import as_matrix, check_device, check_positive_int, max_magnitude
@@ -126,6 +126,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             self.model_, self.history_ = fit_baseline(self.model, self.method, Xs, Ys, architecture, train, sampler,
                                                       self.device)
             return self
+        memory.check_training(architecture, train, *Xs.shape, Ys.shape[1], self.device)  # before the model is built
         model = DeepGP.from_config(architecture, Xs, Ys, seed=self.seed, device=self.device)
         self.history_ = fit_model(model, Xs, Ys, config=train, progress=self.progress)
         self.model_ = model
@@ -168,20 +169,14 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
 
     @torch.no_grad()
     def _moments(self, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance [N, D_y] (standardised units) of the predictive mixture at Xs [N, D].
-
-        The mixture (1/S) Σ_s N(μ_s, s_s² + σ²) has mean E[μ] and variance E[s² + σ²] + Var[μ].
-        """
-        model = self.model_
+        """Mean and variance [N, D_y] (standardised units) of the predictive mixture at Xs [N, D]
+        (:func:`deepgp.prediction.mixture_moments`)."""
+        model, S = self.model_, self._draws()
+        check_memory(model, len(Xs), S, "reduction", setting="predict_samples")
         model.eval()
         X = torch.as_tensor(Xs, dtype=model.dtype, device=model.device)
-        S = self._draws()
-        mean, var = [], []
         with seeded(self.seed, model.device):
-            for sl in chunks(len(X), S, X.device):
-                mu, s2 = predictive_moments(model, X[sl], S)  # [S, n, D_y]
-                mean.append(mu.mean(0))
-                var.append((s2 + model.likelihood.variance()).mean(0) + mu.var(0, unbiased=False))
+            mean, var = zip(*(mixture_moments(model, X[sl], S) for sl in chunks(len(X), S, X.device)))
         return torch.cat(mean).cpu().numpy(), torch.cat(var).cpu().numpy()
 
     def predict(self, X, return_std: bool = False):
@@ -195,11 +190,16 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
     def sample(self, X, n: int = 1000, seed: int | None = None) -> np.ndarray:
         """Draws from the predictive p(y | x): [n, N] for a 1-D y, else [n, N, D_y]."""
         Xs = self._inputs(X)
+        n = check_positive_int("n", n)
+        # the draws, and their copy in the units of y
+        check_memory(self.model_, len(Xs), n, "draws", result=2 * n * len(Xs), setting="n")
         draws = self.model_.sample_predictive(Xs, n, seed=self.seed if seed is None else seed)
         return self._shape_y(self.y_scaler_.inverse(draws))
 
+    @torch.no_grad()
     def predict_quantiles(self, X, q) -> np.ndarray:
-        """Predictive quantiles from ``predict_samples`` draws.
+        """Predictive quantiles from ``predict_samples`` draws (those of :meth:`sample`), a chunk of points at
+        a time: no more than one chunk's draws are held.
 
         q: a level in [0, 1] or a sequence of Q levels. Returns [N] (scalar q) or [N, Q] for a
         1-D y; [N, D_y] or [N, Q, D_y] otherwise.
@@ -207,14 +207,20 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         levels = np.asarray(q, dtype=np.float64)
         if levels.ndim > 1 or np.any((levels < 0) | (levels > 1)):
             raise ValueError(f"quantile levels must be a number or a 1-D sequence in [0, 1], got {q!r}")
-        draws = self.sample(X, self._draws())  # [S, N(, D_y)]
-        return np.moveaxis(np.quantile(draws, levels, axis=0), 0, 1) if levels.ndim else np.quantile(draws, levels, 0)
+        Xs, model, S = self._inputs(X), self.model_, self._draws()
+        check_memory(model, len(Xs), S, "quantiles", setting="predict_samples")
+        out = []
+        with seeded(self.seed, model.device):
+            for _, y in draw_chunks(model, torch.as_tensor(Xs, dtype=model.dtype, device=model.device), S):
+                out.append(np.quantile(self._shape_y(self.y_scaler_.inverse(y.cpu().numpy())), levels, axis=0))
+        return np.moveaxis(np.concatenate(out, axis=1), 0, 1) if levels.ndim else np.concatenate(out, axis=0)
 
     def log_density(self, X, y) -> np.ndarray:
         """log p(y_n | x_n) per point in the units of y (mixture estimator): [N]."""
         Xs = self._inputs(X)
         Ys = self.y_scaler_.transform(self._targets(y, len(Xs)))
         S = self._draws()
+        check_memory(self.model_, len(Xs), S, "reduction", setting="predict_samples")
         logp = self.model_.predictive_log_density(Xs, Ys, S, "mixture", seed=self.seed)
         return logp - self.y_scaler_.log_jacobian
 
