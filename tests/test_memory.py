@@ -279,7 +279,12 @@ def test_prediction_that_needs_more_memory_than_there_is_is_refused_before_it_st
         rc = [main(["predict", {str(tmp_path / "m.safetensors")!r}, {str(data)!r}, "--predict-samples", "10000000"]),
               main(["predict", {str(tmp_path / "big.safetensors")!r}, {str(data)!r}]),
               main(["evaluate", {str(tmp_path / "m.safetensors")!r}, {str(data)!r}, "--predict-samples", "10000000"]),
-              main(["predict", {str(tmp_path / "m.safetensors")!r}, {str(data)!r}, "--samples", "10000000"])]
+              main(["predict", {str(tmp_path / "m.safetensors")!r}, {str(data)!r}, "--samples", "10000000"]),
+              main(["plot", "posterior", {str(tmp_path / "m.safetensors")!r}, "--samples", "10000000",
+                    "--out", {str(tmp_path / "p.png")!r}]),
+              main(["plot", "marginals", {str(tmp_path / "m.safetensors")!r}, "--data", {str(data)!r},
+                    "--samples", "10000000", "--out", {str(tmp_path / "p.png")!r}]),
+              main(["plot", "prior", "--draws", "100000", "--out", {str(tmp_path / "p.png")!r}])]
         reg = DeepGPRegressor.load({str(tmp_path / "m.safetensors")!r})
         X = np.linspace(-2, 2, 60)[:, None]
         said = []
@@ -292,12 +297,13 @@ def test_prediction_that_needs_more_memory_than_there_is_is_refused_before_it_st
                 said.append(str(err))
         print(json.dumps({{"rc": rc, "said": said}}))
         """)
-    assert out["rc"] == [1, 1, 1, 1], out["stderr"]
+    assert out["rc"] == [1, 1, 1, 1, 1, 1, 2], out["stderr"]
     lines = out["stderr"].strip().splitlines()
-    assert len(lines) == 4
-    for line, option in zip(lines, ["--predict-samples=10000000", "--predict-samples=10000000",
-                                    "--predict-samples=10000000", "--samples=10000000"]):
+    assert len(lines) == 7
+    for line, option in zip(lines, ["--predict-samples=10000000"] * 3 + ["--samples=10000000"] * 3):
         assert f"error: {option} needs about " in line and "more than the 1.07 GB available" in line, line
     assert "GB of memory for the predictive quantiles at 60 points" in lines[0]
+    assert lines[-1] == "deepgp plot: error: num_draws must be at most 100 (a row or column of panels each), got 100000"
+    assert not (tmp_path / "p.png").exists()
     assert [s.split(" needs")[0] for s in out["said"]] == [
         "num_samples=10000000", "n=10000000", "num_samples=10000000", "predict_samples=10000000"]

@@ -322,13 +322,14 @@ def _plot_prior(args) -> int:
 
 
 def _plot_posterior(args) -> int:
-    from .plotting import posterior_figure, save_figure
+    from .plotting import check_grid_memory, posterior_figure, save_figure
 
     _figure_output(args.out, [*args.models, *([args.data] if args.data else [])])
     regs = _load_models(args.models)
     for name, reg in regs.items():
         if reg.n_features_in_ != 1:
             raise ValueError(f"a posterior density image needs a model with one input; {name} has {reg.n_features_in_}")
+        check_grid_memory(reg, 200, args.samples, setting="samples")  # (posterior_figure's resolution)
     data = None
     if args.data:
         first = next(iter(regs.values()))
@@ -347,10 +348,14 @@ def _plot_posterior(args) -> int:
 
 def _plot_marginals(args) -> int:
     from .plotting import marginals_figure, save_figure
+    from .prediction import check_memory
 
     _figure_output(args.out, [*args.models, args.data])
     regs = _load_models(args.models)
     X, _ = _model_data(next(iter(regs.values())), args.data, need_target=False)
+    for reg in regs.values():  # (the draws at --points rows, before any is drawn)
+        check_memory(reg.model_, min(args.points, len(X)), args.samples, "draws", result=args.samples * args.points,
+                     setting="samples")
     fig = marginals_figure(regs, X, num_points=args.points, num_samples=args.samples)
     print(f"wrote {save_figure(fig, args.out)}")
     return 0

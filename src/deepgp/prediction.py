@@ -161,10 +161,7 @@ def memory_needed(model, num_points: int, num_samples: int, kind: str = "reducti
     """
     s, outputs = _value_bytes(model), _outputs(model)
     n = chunks(num_points, num_samples, model.device)[0].stop if num_points else 0
-    rows = min(num_samples, block_shape(model.device)[1]) * n
-    layers = memory.gp_layers(model)
-    working = max([rows * s * (layer.num_inducing * (8 + 2 * layer.num_gps if layer is layers[-1] or n == 1 else 6)
-                               + 5 * layer.input_dim + 4 * layer.num_gps) for layer in layers], default=0)
+    working = block_bytes(model, min(num_samples, block_shape(model.device)[1]), n)
     held = num_samples if kind != "reduction" else min(num_samples, SAMPLES_AT_ONCE)
     return working + held * n * outputs * _HELD[kind](s) + result * outputs * s
 
@@ -177,6 +174,15 @@ def _value_bytes(model) -> int:
 def _outputs(model) -> int:
     """D_y: ``model.output_dim``, else its likelihood's number of noise variances."""
     return getattr(model, "output_dim", None) or int(model.likelihood.variance().numel())
+
+
+def block_bytes(model, num_samples: int, num_points: int) -> int:
+    """Bytes of the working tensors of one ``propagate_prior(X [num_points, D], num_samples)``
+    (:func:`memory_needed`)."""
+    s, rows, layers = _value_bytes(model), num_samples * num_points, memory.gp_layers(model)
+    return max([rows * s * (layer.num_inducing * (8 + 2 * layer.num_gps if layer is layers[-1] or num_points == 1
+                                                  else 6) + 5 * layer.input_dim + 4 * layer.num_gps)
+                for layer in layers], default=0)
 
 
 def check_memory(model, num_points: int, num_samples: int, kind: str = "reduction", result: int = 0,

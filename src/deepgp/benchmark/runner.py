@@ -324,6 +324,7 @@ def run_config(config: dict) -> list[dict]:
     from ..datasets.uci import load_split
     from ..metrics import split_metrics
     from ..model import DeepGP
+    from ..prediction import check_memory
     from ..runtime import training_products_dtype
     from ..training import fit
 
@@ -353,6 +354,7 @@ def run_config(config: dict) -> list[dict]:
                                       train, SGHMCConfig(**settings_of(SGHMCConfig, config)), config.get("device"))
         return [row_at(train.iterations, model, history)]
     model = DeepGP.from_config(architecture, data.X_train, data.Y_train, seed=train.seed, device=config.get("device"))
+    check_memory(model, len(data.X_test), bench.predict_samples, "kde", setting="predict_samples")  # before training
     budgets = sorted({s for s in config.get("snapshots", ()) if s < train.iterations}) + [train.iterations]
     rows = []
     with tempfile.TemporaryDirectory(prefix="deepgp-snapshots-") as folder:
