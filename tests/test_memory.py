@@ -140,6 +140,8 @@ def test_the_model_is_counted_before_it_is_built(monkeypatch):
     with pytest.raises(memory.MemoryBudgetError, match=r"^num_samples=5 with batches of 30 points, num_inducing=30 "
                                                        r"and hidden_dim=20000 needs about .* GB of memory for train"):
         DeepGPRegressor(model="GP-GP", hidden_dim=20_000, progress=False).fit(x, y[:, 0])
+    with pytest.raises(memory.MemoryBudgetError, match=r"^num_inducing=10000000000 needs about inf GB of memory"):
+        deepgp.DeepGP.build(ModelConfig(model="GP", num_inducing=10**10), 2, 1, num_data=10)  # beyond a tensor's count
 
 
 def test_a_refusal_survives_being_sent_from_a_worker_process():
