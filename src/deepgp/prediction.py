@@ -67,11 +67,11 @@ def predictive_moments(model, X: torch.Tensor, num_samples: int):
     (512 on a GPU), each written into its rows of the result.
     """
     block = block_shape(X.device)[1]
-    mean = var = None
-    for start in range(0, num_samples, block):
+    m, v = prior_moments(model, X, min(block, num_samples))
+    mean, var = m.new_empty((num_samples, *m.shape[1:])), v.new_empty((num_samples, *v.shape[1:]))
+    mean[: m.shape[0]], var[: v.shape[0]] = m, v
+    for start in range(block, num_samples, block):
         m, v = prior_moments(model, X, min(block, num_samples - start))
-        if mean is None:
-            mean, var = m.new_empty((num_samples, *m.shape[1:])), v.new_empty((num_samples, *v.shape[1:]))
         mean[start : start + m.shape[0]], var[start : start + v.shape[0]] = m, v
     return mean, var
 
@@ -111,10 +111,9 @@ def prior_moments(model, X: torch.Tensor, num_samples: int) -> tuple[torch.Tenso
 @torch.no_grad()
 def _sample_predictive(model, X: torch.Tensor, num_samples: int) -> np.ndarray:
     """y draws [S, N, D_y] (numpy) at checked inputs X [N, D]."""
-    out = None
+    dtype = torch.empty(0, dtype=getattr(model, "dtype", X.dtype)).numpy().dtype
+    out = np.empty((num_samples, X.shape[0], _outputs(model)), dtype=dtype)
     for sl, y in draw_chunks(model, X, num_samples):
-        if out is None:
-            out = np.empty((num_samples, X.shape[0], y.shape[-1]), dtype=torch.empty(0, dtype=y.dtype).numpy().dtype)
         out[:, sl] = y.cpu().numpy()
     return out
 
