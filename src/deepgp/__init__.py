@@ -9,6 +9,7 @@ from .kernels import RBF, Matern32, Matern52
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import CholeskyError
+from .memory import MemoryBudgetError
 from .model import DeepGP, parse_spec
 from .natgrad import NaturalGradientError
 from .objectives import elbo_iw, elbo_vi
@@ -17,8 +18,8 @@ from .version import __version__
 
 __all__ = [
     "DeepGP", "GPLayer", "LatentVariableLayer", "GaussianLikelihood", "RBF", "Matern52", "Matern32",
-    "CholeskyError", "NaturalGradientError", "elbo_vi", "elbo_iw", "fit", "parse_spec", "__version__",
-    "DeepGPRegressor", "ModelConfig", "TrainConfig",
+    "CholeskyError", "NaturalGradientError", "MemoryBudgetError", "elbo_vi", "elbo_iw", "fit", "parse_spec",
+    "__version__", "DeepGPRegressor", "ModelConfig", "TrainConfig",
 ]
 
 

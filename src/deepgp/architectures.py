@@ -12,11 +12,13 @@ sqrt(D_in), the inner layers' projection from the inputs' principal directions
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import scipy.cluster.vq
 import torch
 
+from . import memory
 from .config import ModelConfig, parse_spec
 from .encoders import STD_OFFSETS
 from .kernels import make_kernel
@@ -66,6 +68,8 @@ def build(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: i
         raise ValueError("DeepGP.build: inner_width='auto' is resolved from num_data, the number of training "
                          "points: give num_data, or a concrete inner_width")
     num_data = 1 if num_data is None else num_data
+    if torch.get_default_device().type != "meta":  # (on the meta device this is the size of the real build)
+        _check_memory(cls, config, input_dim, output_dim, num_data)
     config = config.resolved(num_data)  # (the model records, and saves, the concrete inner width)
     tokens, D, D_y, M = parse_spec(config.model), int(input_dim), int(output_dim), config.num_inducing
     layers, D_in = [], D
@@ -93,6 +97,30 @@ def build(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: i
     model = cls(layers, GaussianLikelihood(D_y, config.likelihood_variance), num_data, spec=config.model)
     model.config = config  # everything needed to rebuild the architecture without the data (save / load)
     return model.to(dtype=torch_dtype(config.dtype))
+
+
+def shapes(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: int | None = None) -> dict:
+    """{name: shape} of every parameter and buffer that :func:`build` makes, without allocating them: the
+    model built on PyTorch's ``meta`` device, which keeps shapes and no values. A RuntimeError where a
+    shape has more elements than a tensor can count."""
+    with torch.device("meta"):
+        model = cls.build(config, input_dim, output_dim, num_data)
+    return {name: tuple(t.shape) for name, t in model.state_dict().items()}
+
+
+def _check_memory(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: int) -> None:
+    """A MemoryBudgetError before :func:`build` allocates more than is available (the count of :func:`shapes`),
+    naming the setting the parameters grow with (:func:`deepgp.memory.heaviest_setting`)."""
+    try:
+        sizes = {name: math.prod(s) for name, s in shapes(cls, config, input_dim, output_dim, num_data).items()}
+    except RuntimeError:  # more elements than a tensor can count
+        setting = "hidden_dim" if "GP" in parse_spec(config.model)[:-1] else "num_inducing"
+        memory.require(math.inf, setting, getattr(config, setting), f"a {config.model} model")
+        return
+    numel = sum(sizes.values())
+    setting, value, also = memory.heaviest_setting(config, sizes)
+    memory.require(memory.model_bytes(numel, torch_dtype(config.dtype)), setting, value,
+                   f"the {numel:,} parameters of a {config.model} model", also=also)
 
 
 @torch.no_grad()

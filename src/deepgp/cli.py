@@ -12,8 +12,9 @@ Errors reach the user through one handler, :func:`run`, as one line on standard 
 * exit status 2: bad input — an argument, a file, a missing optional package
   (``ValueError``, ``OSError``, ``EOFError``, ``ImportError`` and argparse's own errors);
 * exit status 1: a run that failed because of a setting (``FloatingPointError``,
-  ``CholeskyError``, ``NaturalGradientError``: their messages name the setting and what to try),
-  or an unexpected error;
+  ``CholeskyError``, ``NaturalGradientError``: their messages name the setting and what to try; a
+  ``MemoryBudgetError``, a request refused before it allocated more memory than there is, names the
+  option and its estimate), or an unexpected error;
 * exit status 130: interrupted (Ctrl-C).
 
 The traceback is shown only with ``--debug`` (anywhere on the command line) or ``DEEPGP_DEBUG=1``.
@@ -33,6 +34,7 @@ from importlib.metadata import entry_points
 from . import commands
 from .arguments import Parser
 from .linalg import CholeskyError
+from .memory import MemoryBudgetError
 from .natgrad import NaturalGradientError
 from .version import __version__
 
@@ -100,6 +102,8 @@ def _exit_status(err: BaseException) -> tuple[int, str]:
     """(exit status, the line to print) for an error raised by a command."""
     if isinstance(err, (FloatingPointError, CholeskyError, NaturalGradientError)):
         return 1, _one_line(err)  # a run that failed because of a setting: the message names it
+    if isinstance(err, MemoryBudgetError):  # refused before allocating: the message names the option and the estimate
+        return 1, err.message(option=True)
     if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(err):
         return 1, "ran out of memory: use fewer inducing points, a smaller --batch-size or fewer samples"
     if isinstance(err, (ValueError, OSError, EOFError, ImportError)):

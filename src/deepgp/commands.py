@@ -23,7 +23,15 @@ from .demo import config_from_args, run_demo, score_table
 from .estimator import DeepGPRegressor
 from .metrics import regressor_metrics
 from .model import DeepGP
-from .plotting import check_figure_path, marginals_figure, posterior_figure, prior_figure, save_figure
+from .plotting import (
+    check_figure_path,
+    check_grid_memory,
+    marginals_figure,
+    posterior_figure,
+    prior_figure,
+    save_figure,
+)
+from .prediction import check_memory
 from .storage import check_output, write_bytes
 from .tables import choose_inputs, read_csv, select
 
@@ -211,6 +219,7 @@ def _predict(args) -> int:
         check_output(args.out, "the predictions", [args.model, args.data])
     reg = load_regressor(args.model, args.predict_samples)
     X, _ = _model_data(reg, args.data, need_target=False)
+    _check_memory(reg, len(X), args.samples)
     mean, std = reg.predict(X, return_std=True)
     table = {"mean": mean, "std": std}
     quant = reg.predict_quantiles(X, levels)  # [N, Q]
@@ -230,6 +239,14 @@ def _predict(args) -> int:
         write_bytes(args.out, text.getvalue().encode())
         print(f"wrote {len(X)} rows to {args.out}", file=sys.stderr)
     return 0
+
+
+def _check_memory(reg, num_points: int, samples: int) -> None:
+    """Refuse before any work what ``deepgp predict`` could not hold: the quantiles' draws (all of a chunk
+    of points', more than the mean's), and ``--samples`` draws with their text (~20 values' bytes each)."""
+    check_memory(reg.model_, num_points, reg.predict_samples, "quantiles", setting="predict_samples")
+    if samples:
+        check_memory(reg.model_, num_points, samples, "draws", result=20 * samples * num_points, setting="samples")
 
 
 def _evaluate(args) -> int:
@@ -305,6 +322,7 @@ def _plot_posterior(args) -> int:
     for name, reg in regs.items():
         if reg.n_features_in_ != 1:
             raise ValueError(f"a posterior density image needs a model with one input; {name} has {reg.n_features_in_}")
+        check_grid_memory(reg, 200, args.samples, setting="samples")  # (posterior_figure's resolution)
     data = None
     if args.data:
         first = next(iter(regs.values()))
@@ -325,6 +343,9 @@ def _plot_marginals(args) -> int:
     _figure_output(args.out, [*args.models, args.data])
     regs = _load_models(args.models)
     X, _ = _model_data(next(iter(regs.values())), args.data, need_target=False)
+    for reg in regs.values():  # (the draws at --points rows, before any is drawn)
+        check_memory(reg.model_, min(args.points, len(X)), args.samples, "draws", result=args.samples * args.points,
+                     setting="samples")
     fig = marginals_figure(regs, X, num_points=args.points, num_samples=args.samples)
     print(f"wrote {save_figure(fig, args.out)}")
     return 0

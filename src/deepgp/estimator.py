@@ -18,14 +18,14 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import storage, training
+from . import memory, storage, training
 from .config import ModelConfig, TrainConfig, settings_of
 from .linalg import seeded
 from .model import DeepGP, torch_dtype
-from .prediction import chunks, predictive_moments
+from .prediction import check_memory, chunks, draw_chunks, mixture_moments
 from .preprocessing import Standardizer
 from .protocols import ConditionalDensityModel
-from .validation import check_device, check_positive_int, max_magnitude
+from .validation import as_matrix, check_device, check_positive_int, max_magnitude
 
 # the estimator's own settings, beside every field of ModelConfig and TrainConfig
 OWN_SETTINGS = (
@@ -63,6 +63,14 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
     A subclass may fit another :class:`~deepgp.protocols.ConditionalDensityModel`: it overrides
     :meth:`fit_model` (and :meth:`configs`), and names the settings classes of its parameters in
     ``config_classes``; its signature and parameter list are generated from them as this class's are.
+
+    What it is given is checked: a DataFrame X must hold the fitted inputs in their fitted order (the
+    names of ``feature_names_in_``, or the CSV columns of a model written by ``deepgp fit``); other
+    columns, missing ones or another order are refused, as scikit-learn refuses them, never taken by
+    position. y must have the fitted outputs' shape wherever it is taken (``score``, ``log_density``).
+    Each column is standardised by its real spread at any scale float64 holds (a constant column by 1);
+    a column whose spread is below the smallest normal float64 (2.2e-308), or with values beyond
+    4.5e307, is refused by name.
     """
 
     # the settings classes whose fields are the estimator's parameters, beside its own (OWN_SETTINGS)
@@ -112,6 +120,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         """Build and train the model on standardised X [N, D], Y [N, D_y]: (the fitted model, its bound per
         iteration). The DeepGP of :class:`~deepgp.config.ModelConfig` trained by :func:`deepgp.fit`."""
         architecture, train = self.configs()[:2]  # (a subclass's configs come after these two)
+        memory.check_training(DeepGP, architecture, train, len(X), X.shape[1], Y.shape[1], self.device)  # before building
         model = DeepGP.from_config(architecture, X, Y, seed=self.seed, device=self.device)
         return model, training.fit(model, X, Y, config=train, progress=self.progress)
 
@@ -130,8 +139,8 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"y must be numeric, got an array of dtype {y.dtype}")
         y2 = y.reshape(len(y), -1)
         self.y_ndim_ = y.ndim
-        self.x_scaler_ = Standardizer.fit(X)
-        self.y_scaler_ = Standardizer.fit(y2)
+        self.x_scaler_ = Standardizer.fit(X, "X")
+        self.y_scaler_ = Standardizer.fit(y2, "y")
         Xs, Ys = self.x_scaler_.transform(X), self.y_scaler_.transform(y2)
         _check_spread(Xs, self.dtype)
         self.model_, self.history_ = self.fit_model(Xs, Ys)
@@ -139,9 +148,34 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
 
     # -- prediction ---------------------------------------------------------------------------
     def _inputs(self, X) -> np.ndarray:
+        """X [N, D] checked and standardised. A DataFrame's columns must be the fitted inputs in their fitted
+        order (scikit-learn's convention for ``feature_names_in_``, and for the CSV columns of a model written
+        by ``deepgp fit``): other columns, missing ones or another order are refused, never used by position."""
         check_is_fitted(self, "model_")
+        columns, names = getattr(X, "columns", None), (getattr(self, "columns_", None) or {}).get("inputs")
+        if columns is not None and names is not None and getattr(self, "feature_names_in_", None) is None:
+            # fitted on the arrays of a CSV's named columns (`deepgp fit`): scikit-learn knows no names to check
+            _check_columns(list(columns), names)
+            X = np.asarray(X)
         X = _validate(self, "X", X, reset=False)
         return self.x_scaler_.transform(X)
+
+    def _targets(self, y, n: int) -> np.ndarray:
+        """y [n, D_y] for the fitted D_y outputs: y as fitted ([n] or [n, D_y]; [n] and [n, 1] alike for
+        one output), numeric and finite; anything else is a ValueError naming y."""
+        outputs = self.y_scaler_.mean.shape[0]
+        try:
+            shape = np.shape(y)
+        except (ValueError, TypeError):  # ragged: as_matrix says what is wrong
+            shape = None
+        if shape is not None and (len(shape) == 0 or shape[0] != n):
+            raise ValueError(f"X and y have different numbers of rows: {n} and {shape[0] if shape else 'a scalar'}")
+        if shape is not None and (len(shape) > 2 or (len(shape) == 2 and shape[1] != outputs)
+                                  or (len(shape) == 1 and outputs != 1)):
+            fitted = f"[{n}]" if self.y_ndim_ == 1 else f"[{n}, {outputs}]"
+            raise ValueError(f"y has shape {tuple(shape)} but the estimator was fitted on {outputs} output(s): "
+                             f"give y as {fitted}")
+        return as_matrix("y", y, allow_vector=True).numpy()
 
     def _shape_y(self, A: np.ndarray) -> np.ndarray:
         """[..., D_y] → [...] when the training y was 1-D."""
@@ -149,20 +183,14 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
 
     @torch.no_grad()
     def _moments(self, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance [N, D_y] (standardised units) of the predictive mixture at Xs [N, D].
-
-        The mixture (1/S) Σ_s N(μ_s, s_s² + σ²) has mean E[μ] and variance E[s² + σ²] + Var[μ].
-        """
-        model = self.model_
+        """Mean and variance [N, D_y] (standardised units) of the predictive mixture at Xs [N, D]
+        (:func:`deepgp.prediction.mixture_moments`)."""
+        model, S = self.model_, self._draws()
+        check_memory(model, len(Xs), S, "reduction", setting="predict_samples")
         model.eval()
         X = torch.as_tensor(Xs, dtype=model.dtype, device=model.device)
-        S = self._draws()
-        mean, var = [], []
         with seeded(self.seed, model.device):
-            for sl in chunks(len(X), S, X.device):
-                mu, s2 = predictive_moments(model, X[sl], S)  # [S, n, D_y]
-                mean.append(mu.mean(0))
-                var.append((s2 + model.likelihood.variance()).mean(0) + mu.var(0, unbiased=False))
+            mean, var = zip(*(mixture_moments(model, X[sl], S) for sl in chunks(len(X), S, X.device)))
         return torch.cat(mean).cpu().numpy(), torch.cat(var).cpu().numpy()
 
     def predict(self, X, return_std: bool = False):
@@ -176,11 +204,16 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
     def sample(self, X, n: int = 1000, seed: int | None = None) -> np.ndarray:
         """Draws from the predictive p(y | x): [n, N] for a 1-D y, else [n, N, D_y]."""
         Xs = self._inputs(X)
+        n = check_positive_int("n", n)
+        # the draws, and their copy in the units of y
+        check_memory(self.model_, len(Xs), n, "draws", result=2 * n * len(Xs), setting="n")
         draws = self.model_.sample_predictive(Xs, n, seed=self.seed if seed is None else seed)
         return self._shape_y(self.y_scaler_.inverse(draws))
 
+    @torch.no_grad()
     def predict_quantiles(self, X, q) -> np.ndarray:
-        """Predictive quantiles from ``predict_samples`` draws.
+        """Predictive quantiles from ``predict_samples`` draws (those of :meth:`sample`), a chunk of points at
+        a time: no more than one chunk's draws are held.
 
         q: a level in [0, 1] or a sequence of Q levels. Returns [N] (scalar q) or [N, Q] for a
         1-D y; [N, D_y] or [N, Q, D_y] otherwise.
@@ -188,19 +221,20 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         levels = np.asarray(q, dtype=np.float64)
         if levels.ndim > 1 or np.any((levels < 0) | (levels > 1)):
             raise ValueError(f"quantile levels must be a number or a 1-D sequence in [0, 1], got {q!r}")
-        draws = self.sample(X, self._draws())  # [S, N(, D_y)]
-        return np.moveaxis(np.quantile(draws, levels, axis=0), 0, 1) if levels.ndim else np.quantile(draws, levels, 0)
+        Xs, model, S = self._inputs(X), self.model_, self._draws()
+        check_memory(model, len(Xs), S, "quantiles", setting="predict_samples")
+        out = []
+        with seeded(self.seed, model.device):
+            for _, y in draw_chunks(model, torch.as_tensor(Xs, dtype=model.dtype, device=model.device), S):
+                out.append(np.quantile(self._shape_y(self.y_scaler_.inverse(y.cpu().numpy())), levels, axis=0))
+        return np.moveaxis(np.concatenate(out, axis=1), 0, 1) if levels.ndim else np.concatenate(out, axis=0)
 
     def log_density(self, X, y) -> np.ndarray:
         """log p(y_n | x_n) per point in the units of y (mixture estimator): [N]."""
         Xs = self._inputs(X)
-        y = np.asarray(y, dtype=np.float64)
-        if y.ndim == 0 or len(y) != len(Xs):
-            raise ValueError(f"X and y have different numbers of rows: {len(Xs)} "
-                             f"and {len(y) if y.ndim else 'a scalar'}")
-        y = y.reshape(len(Xs), -1)
-        Ys = self.y_scaler_.transform(y)
+        Ys = self.y_scaler_.transform(self._targets(y, len(Xs)))
         S = self._draws()
+        check_memory(self.model_, len(Xs), S, "reduction", setting="predict_samples")
         logp = self.model_.predictive_log_density(Xs, Ys, S, "mixture", seed=self.seed)
         return logp - self.y_scaler_.log_jacobian
 
@@ -359,6 +393,20 @@ def _declare_parameters(cls) -> None:
 
 
 _declare_parameters(DeepGPRegressor)
+
+
+def _check_columns(given: list, fitted: list[str]) -> None:
+    """A one-line ValueError unless a DataFrame's columns ``given`` are exactly the ``fitted`` names in order."""
+    if given == fitted:
+        return
+    missing = [n for n in fitted if n not in given]
+    unexpected = [n for n in given if n not in fitted]
+    twice = sorted({str(n) for n in given if given.count(n) > 1})
+    said = [f"{what} {names}" for what, names in (("lacks the fitted input(s)", missing),
+                                                  ("has unexpected column(s)", unexpected),
+                                                  ("names twice", twice)) if names]
+    problem = "; ".join(said) if said else f"has the fitted inputs in another order {given}"
+    raise ValueError(f"X {problem}: pass X[{fitted}], the columns the estimator was fitted on, in that order")
 
 
 def _is_complex(value) -> bool:

@@ -15,7 +15,7 @@ import scipy.stats
 import torch
 
 from .linalg import seeded
-from .prediction import chunks, draw_y, kde_log_density, mixture_log_density, predictive_moments
+from .prediction import check_memory, chunks, draw_y, kde_log_density, mixture_log_density, predictive_moments
 from .protocols import ConditionalDensityModel
 
 
@@ -51,6 +51,7 @@ def draw_blocks(model: ConditionalDensityModel, X_test: np.ndarray, Y_test: np.n
     under ``seed``: yields (slice of the points, y [n, D_y], the final layer's mean and variance
     [S, n, D_y], the draws of y [S, n, D_y]). Every metric of :func:`split_metrics` is computed from
     these; a per-point value computed from them belongs to the same draws."""
+    check_memory(model, len(X_test), num_samples, "kde", setting="predict_samples")  # (the draws and their KDE)
     X = torch.as_tensor(X_test, dtype=model.dtype, device=model.device)
     Y = torch.as_tensor(Y_test, dtype=model.dtype, device=model.device)
     model.eval()
@@ -94,6 +95,10 @@ def split_metrics(
 def regressor_metrics(reg, X, y) -> dict:
     """A fitted DeepGPRegressor's mean log density (units of y), RMSE of its predictive mean and mean
     sample CRPS on X [N, D], y [N] (``deepgp evaluate``)."""
+    y = reg._shape_y(reg._targets(y, len(X)))  # (y checked against the fitted outputs, as score checks it)
+    # the draws and their copy in y's units, all held for the CRPS: refused now rather than after the mean
+    check_memory(reg.model_, len(X), reg.predict_samples, "draws", result=2 * reg.predict_samples * len(X),
+                 setting="predict_samples")
     draws = reg.sample(X, reg.predict_samples)  # [S, N]
     return {
         "n": int(len(y)),

@@ -97,6 +97,12 @@ class DeepGP(nn.Module):
         (:func:`deepgp.architectures.build`; ``inner_width="auto"`` is resolved from ``num_data``)."""
         return architectures.build(cls, config, input_dim, output_dim, num_data)
 
+    @classmethod
+    def shapes(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: int | None = None) -> dict:
+        """{name: shape} of every parameter and buffer that :meth:`build` makes, without allocating them
+        (:func:`deepgp.architectures.shapes`)."""
+        return architectures.shapes(cls, config, input_dim, output_dim, num_data)
+
     # -- persistence (deepgp.model_file) ------------------------------------------------------
     def save(self, path) -> None:
         """Write the architecture (``config``) and every parameter to ``path``.

@@ -4,7 +4,7 @@
 The saved form is a tree (:func:`to_tree`): the architecture (the ModelConfig's fields), the data's
 dimensions, N and the state dict, written in :mod:`deepgp.storage`'s format (safetensors, the tree as
 JSON in its header, atomic writes). Loading checks the tree field by field, refuses a config whose
-architecture needs more parameters than the file holds before building it, and refuses parameters
+architecture is not the size of the parameters the file holds before building it, and refuses parameters
 that are not finite or not of a sane size (:func:`from_tree`). A :class:`~deepgp.DeepGPRegressor`
 file holds this tree as its ``model`` field.
 """
@@ -12,12 +12,13 @@ file holds this tree as its ``model`` field.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 from torch import nn
 
 from . import storage
-from .config import ModelConfig, parse_spec
+from .config import ModelConfig
 from .linalg import seeded
 from .validation import check_device
 
@@ -70,9 +71,7 @@ def from_tree(cls, tree: dict, path="the file", device=None):
     state = field(tree, "state", dict, path)
     if not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ValueError(f"{path} is damaged: its state holds values that are not tensors")
-    _check_sizes(config, *dims[:2], state, path)
-    if dims[2] < 1:
-        raise ValueError(f"{path} is damaged: num_data={dims[2]}")
+    _check_sizes(cls, config, dims, state, path)
     try:
         with seeded(0):  # (the placeholder weights' draws leave the caller's random state alone)
             model = cls.build(config, *dims)
@@ -87,20 +86,23 @@ def from_tree(cls, tree: dict, path="the file", device=None):
     return model.to(device) if device is not None else model
 
 
-def _check_sizes(config: ModelConfig, input_dim: int, output_dim: int, state: dict, path) -> None:
-    """Refuse a file whose architecture needs more parameters than the file holds: the least count of
-    ``config`` (q(v) of every GP layer, Z, each encoder's weights) against the state's size, so a small
-    damaged file cannot ask for a huge allocation before anything is built."""
+def _check_sizes(cls, config: ModelConfig, dims: list[int], state: dict, path) -> None:
+    """Refuse a file whose architecture is not the size of the parameters it holds, before anything is
+    built: the count of ``cls.shapes`` (every parameter and buffer ``cls.build`` makes, from the config
+    alone: :func:`deepgp.architectures.shapes`) against the state's, so a small damaged file cannot ask
+    for a huge allocation."""
+    input_dim, output_dim, num_data = dims
     if not (input_dim >= 1 and output_dim >= 1):
         raise ValueError(f"{path} is damaged: input_dim={input_dim}, output_dim={output_dim}")
-    tokens, M, D, D_y = parse_spec(config.model), config.num_inducing, input_dim, output_dim
-    inner = sum(1 for t in tokens[:-1] if t == "GP")
-    chain = [D + D_y, *config.encoder_hidden, 2 * config.latent_dim]
-    least = (D_y * M * M + inner * config.hidden_dim * M * M + M * D
-             + tokens.count("LV") * sum(a * b for a, b in zip(chain[:-1], chain[1:])))
+    if num_data < 1:
+        raise ValueError(f"{path} is damaged: num_data={num_data}")
+    try:
+        need = sum(math.prod(shape) for shape in cls.shapes(config, input_dim, output_dim, num_data).values())
+    except RuntimeError:  # (more elements than a tensor can count)
+        need = math.inf
     size = sum(t.numel() for t in state.values())
-    if least > size:
-        raise ValueError(f"{path} is damaged: its config describes at least {least} parameters but it holds {size}")
+    if need != size:
+        raise ValueError(f"{path} is damaged: its config describes {need} parameters but it holds {size}")
 
 
 def check_parameters(model: nn.Module) -> None:

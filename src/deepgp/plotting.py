@@ -20,10 +20,12 @@ import torch
 from matplotlib.figure import Figure
 from scipy.stats import gaussian_kde
 
+from . import memory
 from .estimator import DeepGPRegressor, Standardizer
 from .layers import GPLayer, LatentVariableLayer
 from .linalg import DEFAULT_JITTER, cholesky, seeded, standard_normal
 from .model import DeepGP
+from .prediction import block_bytes
 from .storage import write_bytes
 
 FORMATS = (".png", ".pdf")
@@ -73,6 +75,7 @@ def log_density_grid(model, x_grid, y_grid, num_samples: int = 300, seed: int = 
     if dgp.input_dim != 1 or dgp.output_dim != 1:
         raise ValueError("a density image needs a model with 1 input and 1 output, "
                          f"got {dgp.input_dim} and {dgp.output_dim}")
+    check_grid_memory(model, len(x_grid), num_samples)
     dgp.eval()
     X = torch.as_tensor(xs.transform(np.asarray(x_grid, dtype=np.float64).reshape(-1, 1)), dtype=dgp.dtype)
     Y = torch.as_tensor(ys.transform(np.asarray(y_grid, dtype=np.float64).reshape(-1, 1)), dtype=dgp.dtype)
@@ -83,6 +86,15 @@ def log_density_grid(model, x_grid, y_grid, num_samples: int = 300, seed: int = 
         logp = dgp.likelihood.log_predictive(yc[:, None, None, :], mean, var)  # [h, S, G]
         rows.append(torch.logsumexp(logp, 1) - math.log(num_samples))
     return torch.cat(rows).cpu().numpy() - ys.log_jacobian
+
+
+def check_grid_memory(model, resolution: int, num_samples: int, setting: str = "num_samples") -> None:
+    """A :class:`~deepgp.memory.MemoryBudgetError` naming ``setting`` if :func:`log_density_grid` at
+    ``resolution`` x values and S = ``num_samples`` needs more memory than is available: one propagation
+    of S draws at every x (:func:`deepgp.prediction.block_bytes`), their moments and 64 y rows of terms."""
+    dgp = _unwrap(model)[0]
+    needed = block_bytes(dgp, num_samples, resolution) + (2 + 3 * 64) * num_samples * resolution * 8
+    memory.require(needed, setting, num_samples, f"a density image of {resolution} columns", dgp.device)
 
 
 def plot_posterior_density(
@@ -125,6 +137,9 @@ def posterior_figure(models: dict, x_range, y_range, data=None, ncols: int | Non
 
 
 # -- prior draws (Figures 3, 6–9) ------------------------------------------------------------
+MAX_PANELS = 100  # rows or columns of panels in a figure (each costs memory; no page shows more)
+
+
 @torch.no_grad()
 def prior_draw(model: DeepGP, x: np.ndarray, w_values: np.ndarray, seed: int = 0) -> np.ndarray:
     """One joint draw of the prior function of a 1-input model on x [G] for each w in w_values [W].
@@ -164,6 +179,9 @@ def prior_figure(specs, num_draws: int = 4, x_range: tuple[float, float] = (-3.0
     :meth:`DeepGP.from_spec` (e.g. ``kernel``).
     """
     specs = [specs] if isinstance(specs, str) else list(specs)
+    for name, count in (("num_draws", num_draws), ("specs", len(specs))):  # (a panel each: no figure holds more)
+        if count > MAX_PANELS:
+            raise ValueError(f"{name} must be at most {MAX_PANELS} (a row or column of panels each), got {count}")
     w_values = np.linspace(-2, 2, 9) if w_values is None else np.asarray(w_values, dtype=np.float64)
     x = np.linspace(*x_range, resolution)
     cmap = matplotlib.colormaps["coolwarm"]

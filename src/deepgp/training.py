@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import objectives, storage
+from . import memory, objectives, storage
 from .capture import capturable_adam
 from .checkpoint import Checkpoint, TrainingState, fingerprint
 from .config import TrainConfig, gamma_at
@@ -91,6 +91,7 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
         storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
     X, Y = as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim, min_rows=2)
     check_magnitude(X, Y, model.dtype)
+    memory.check_fit(model, X.shape[0], cfg)  # refused now, not by the operating system mid-step
     saved = None if checkpoint is None else Checkpoint(checkpoint, fingerprint(model, X, Y, _acting(cfg, len(X))))
     model.num_data = X.shape[0]
     objective, natural = _objective(cfg, model), _natural_gradient(cfg, model)

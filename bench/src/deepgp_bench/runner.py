@@ -78,6 +78,7 @@ from deepgp import DeepGP, __version__, fit
 from deepgp.config import RECIPE_ITERATIONS, RECIPE_VALUES, ModelConfig, TrainConfig, parse_spec, settings_of
 from deepgp.datasets.uci import load_split, load_uci, plain_name, split_data
 from deepgp.metrics import split_metrics
+from deepgp.prediction import check_memory
 from deepgp.runtime import training_products_dtype
 from deepgp.storage import check_writable, locked, write_bytes
 from deepgp.validation import check_device, check_positive_int
@@ -335,6 +336,7 @@ def run_config(config: dict) -> list[dict]:
                                       train, SGHMCConfig(**settings_of(SGHMCConfig, config)), config.get("device"))
         return [row_at(train.iterations, model, history)]
     model = DeepGP.from_config(architecture, data.X_train, data.Y_train, seed=train.seed, device=config.get("device"))
+    check_memory(model, len(data.X_test), bench.predict_samples, "kde", setting="predict_samples")  # before training
     budgets = sorted({s for s in config.get("snapshots", ()) if s < train.iterations}) + [train.iterations]
     rows = []
     with tempfile.TemporaryDirectory(prefix="deepgp-snapshots-") as folder:
