@@ -120,7 +120,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         """Build and train the model on standardised X [N, D], Y [N, D_y]: (the fitted model, its bound per
         iteration). The DeepGP of :class:`~deepgp.config.ModelConfig` trained by :func:`deepgp.fit`."""
         architecture, train = self.configs()[:2]  # (a subclass's configs come after these two)
-        memory.check_training(DeepGP, architecture, train, len(X), X.shape[1], Y.shape[1], self.device)  # before building
+        memory.check_training(DeepGP, architecture, train, len(X), X.shape[1], Y.shape[1], self.device)
         model = DeepGP.from_config(architecture, X, Y, seed=self.seed, device=self.device)
         return model, training.fit(model, X, Y, config=train, progress=self.progress)
 
