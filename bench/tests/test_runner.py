@@ -1078,3 +1078,15 @@ def test_deepgp_debug_shows_a_failed_configurations_traceback(data_dir, tmp_path
             "--data-dir", str(data_dir), "--results", str(tmp_path / "r.csv")]
     assert main(args) == 1 and "Traceback" not in capsys.readouterr().err
     assert main(["--debug", *args]) == 1 and "in fails" in capsys.readouterr().err
+
+
+def test_a_results_row_keeps_every_digit(tmp_path):
+    config = runner.make_configs(["toy"], [("GP", "vi")], [0], iterations=3)[0]
+    measured = dict(test_loglik_kde=1 / 3, test_loglik_mixture=-1234567.8901234567, test_rmse=math.pi * 1e-170,
+                    shapiro_median=0.9876543210987654, bound=-98765.43210987654, seconds=12.345678901234567)
+    row = {**config, **measured, "n_train": 90, "n_test": 10, "deepgp": "0", "torch": "0", "numpy": "0",
+           "python": "0"}
+    path = tmp_path / "r.csv"
+    path.write_text(",".join(runner.COLUMNS) + "\n" + runner.format_row(row))
+    (back,) = runner.read_results(path)
+    assert {k: back[k] for k in measured} == measured

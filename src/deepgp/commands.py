@@ -23,6 +23,7 @@ from .demo import config_from_args, run_demo, score_table
 from .estimator import DeepGPRegressor
 from .metrics import regressor_metrics
 from .model import DeepGP
+from .outputs import column_text, number_text
 from .plotting import (
     check_figure_path,
     check_grid_memory,
@@ -52,6 +53,13 @@ def _levels(text: str) -> list[float]:
     if len(set(q)) != len(q):
         raise ValueError(f"--quantiles names a level twice, got {text!r}")
     return q
+
+
+def level_name(q: float) -> str:
+    """A quantile column's name: "q" and the level, as short as reads back as the level ("q0.05",
+    "q0.10000001"), so that distinct levels get distinct names."""
+    short = f"{q:g}"
+    return "q" + (short if float(short) == q else repr(q))
 
 
 def _unique_names(paths) -> list[str]:
@@ -224,7 +232,7 @@ def _predict(args) -> int:
     table = {"mean": mean, "std": std}
     quant = reg.predict_quantiles(X, levels)  # [N, Q]
     for j, q in enumerate(levels):
-        table[f"q{q:g}"] = quant[:, j]
+        table[level_name(q)] = quant[:, j]
     if args.samples:
         draws = reg.sample(X, args.samples)  # [n, N]
         for i in range(args.samples):
@@ -232,7 +240,7 @@ def _predict(args) -> int:
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(list(table))
-    writer.writerows(zip(*(np.char.mod("%.6g", col) for col in table.values())))
+    writer.writerows(zip(*map(column_text, table.values())))  # every number as the float it is
     if args.out == "-":
         sys.stdout.write(text.getvalue())
     else:
@@ -255,15 +263,16 @@ def _evaluate(args) -> int:
     reg = load_regressor(args.model, args.predict_samples)
     X, y = _model_data(reg, args.data, need_target=True)
     metrics = {"model": reg.model, "target": reg.columns_["target"], **regressor_metrics(reg, X, y)}
+    text = json.dumps(metrics, indent=2) + "\n"
     if args.json == "-":
-        print(json.dumps(metrics, indent=2))
+        sys.stdout.write(text)
         return 0
     if args.json:
-        write_bytes(args.json, (json.dumps(metrics, indent=2) + "\n").encode())
+        write_bytes(args.json, text.encode())
     print(f"{metrics['model']} on {args.data} ({metrics['n']} rows, target {metrics['target']!r})")
-    print(f"  log density  {metrics['log_density']:10.4f}   (mean per point, higher is better)")
-    print(f"  RMSE         {metrics['rmse']:10.4f}")
-    print(f"  CRPS         {metrics['crps']:10.4f}   (lower is better)")
+    print(f"  log density  {number_text(metrics['log_density'])}   (mean per point, higher is better)")
+    print(f"  RMSE         {number_text(metrics['rmse'])}")
+    print(f"  CRPS         {number_text(metrics['crps'])}   (lower is better)")
     return 0
 
 

@@ -78,6 +78,7 @@ from deepgp import DeepGP, __version__, fit
 from deepgp.config import RECIPE_ITERATIONS, RECIPE_VALUES, ModelConfig, TrainConfig, parse_spec, settings_of
 from deepgp.datasets.uci import load_split, load_uci, plain_name, split_data
 from deepgp.metrics import split_metrics
+from deepgp.outputs import number_text
 from deepgp.prediction import check_memory
 from deepgp.runtime import training_products_dtype
 from deepgp.storage import check_writable, locked, write_bytes
@@ -371,11 +372,11 @@ class Results:
 
 
 def format_row(row: dict) -> str:
-    """One CSV line (with newline) of COLUMNS: settings exactly (as in the key), measured floats to 6
-    significant digits."""
+    """One CSV line (with newline) of COLUMNS: settings exactly (as in the key), measured floats as the
+    shortest text that reads back as the same float (:func:`deepgp.outputs.number_text`)."""
     buf = io.StringIO()
     row = {"device": "", "products": "", **row}  # (a row from before these columns has none)
-    values = [_text(row[c]) if c in SETTINGS else f"{row[c]:.6g}" if isinstance(row[c], float) else row[c]
+    values = [_text(row[c]) if c in SETTINGS else number_text(row[c]) if isinstance(row[c], float) else row[c]
               for c in COLUMNS]
     csv.writer(buf, lineterminator="\n").writerow(values)
     return buf.getvalue()
