@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -35,6 +37,13 @@ def bimodal(n, seed):
     x = rng.uniform(-2, 2, (n, 1))
     sign = rng.choice([-1.0, 1.0], (n, 1))
     return x, sign * np.sin(3 * x) + 0.05 * rng.standard_normal((n, 1))
+
+
+def far_magnitude(where: float, top: float) -> float:
+    """|x| from 1e30 (``where`` = 0) to ``top``, a dtype's largest number (``where`` = 1), evenly in log:
+    inputs far from any data."""
+    exponent = 30 + where * (math.log10(top) - 30)
+    return top if exponent > math.log10(top) - 1e-6 else 10**exponent
 
 
 def smooth(n, seed):

@@ -2,9 +2,12 @@ import math
 
 import pytest
 import torch
+from conftest import far_magnitude
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deepgp.config import KERNEL_NAMES
-from deepgp.kernels import KERNELS, RBF, Matern32, Matern52, make_kernel
+from deepgp.kernels import KERNELS, RBF, Matern32, Matern52, far_input, make_kernel
 from deepgp.params import FLOOR, Positive, inverse_positive, positive
 
 
@@ -70,3 +73,65 @@ def test_positive_constraint_floor_and_inverse():
     assert not any(True for _ in p.parameters())
     with pytest.raises(ValueError):
         inverse_positive(0.0)
+
+
+# -- inputs far from the data --------------------------------------------------------------------
+def unclamped_K(k, X, Z):
+    """K(X, Z) by the kernels' formulas without the clamp of the scaled inputs (the reference)."""
+    ls = k.lengthscale()
+    Xs, Zs = X / ls, Z / ls
+    offset = torch.log(k.variance()) if isinstance(k, RBF) else 0.0
+    Xa = torch.cat([Xs, -0.5 * Xs.square().sum(-1, keepdim=True), torch.ones_like(Xs[..., :1])], -1)
+    Za = torch.cat([Zs, torch.ones_like(Zs[..., :1]), offset - 0.5 * Zs.square().sum(-1, keepdim=True)], -1)
+    half = Xa @ Za.transpose(-1, -2)
+    return torch.exp(half) if isinstance(k, RBF) else k.variance() * k.shape_fn((-2.0 * half).clamp_min(0.0))
+
+
+def kernel_of(name, D, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    k = KERNELS[name](D)
+    k.lengthscale.assign(0.3 + 3 * torch.rand(D, generator=g, dtype=torch.float64))
+    k.variance.assign(0.2 + 2 * float(torch.rand(1, generator=g, dtype=torch.float64)))
+    return k.to(dtype), g
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(KERNELS)), st.integers(1, 4), st.sampled_from([torch.float64, torch.float32]),
+       st.integers(0, 2**31), st.floats(-6, 6))
+def test_the_kernels_are_unchanged_bit_for_bit_within_the_bound(name, D, dtype, seed, log_scale):
+    # the clamp that keeps far inputs finite changes no value (nor gradient) where nothing overflows
+    k, g = kernel_of(name, D, dtype, seed)
+    X = (torch.randn(7, D, generator=g, dtype=torch.float64) * 10**log_scale).to(dtype).requires_grad_()
+    Z = torch.randn(5, D, generator=g, dtype=torch.float64).to(dtype)
+    K, reference = k.K(X, Z), unclamped_K(k, X, Z)
+    assert torch.equal(K, reference)
+    grads = [torch.autograd.grad(v.sum(), [X, k.lengthscale.psi]) for v in (K, reference)]
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(sorted(KERNELS)), st.integers(1, 4), st.sampled_from([torch.float64, torch.float32]),
+       st.integers(0, 2**31), st.floats(0, 1), st.data())
+def test_far_from_the_data_every_kernel_is_the_prior(name, D, dtype, seed, where, data):
+    # a finite input far from Z (up to the dtype's largest number; or infinite, as a float32 model reads
+    # 1e39) is uncorrelated with it: K(x, Z) = 0 exactly, k(x, x) the variance, and never NaN
+    k, g = kernel_of(name, D, dtype, seed)
+    info = torch.finfo(dtype)
+    magnitude = far_magnitude(where, info.max)
+    signs = data.draw(st.lists(st.sampled_from([-1.0, 0.0, 1.0]), min_size=D, max_size=D).filter(any))
+    X = torch.tensor([[s * magnitude for s in signs], [s * math.inf if s else 0.0 for s in signs]],
+                     dtype=torch.float64).to(dtype)
+    Z = torch.randn(5, D, generator=g, dtype=torch.float64).to(dtype)
+    zeros = torch.zeros(2, 5, dtype=dtype)
+    assert torch.equal(k.K(X, Z), zeros) and torch.equal(k.K(Z, X), zeros.T)
+    assert torch.equal(k.K_diag(X), k.variance().expand(2))
+    # two far points: their distance is rounding of |x|² (far beyond max_magnitude), but not NaN
+    assert not k.K(X, X).isnan().any()
+
+
+def test_the_bound_keeps_every_distance_finite():
+    for dtype in (torch.float64, torch.float32):
+        for D in (1, 3, 1000):
+            B, top = far_input(dtype, D), torch.finfo(dtype).max
+            r2 = 4 * D * B**2  # the largest squared distance of two clamped points
+            assert r2 <= top / 4 * (1 + 1e-6) and (5 / 3) * r2 < top and math.sqrt(5 * r2) > 1e3  # exp(−√5 r) is 0

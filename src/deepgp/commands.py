@@ -21,9 +21,9 @@ from .arguments import HelpFormatter, add_settings, at_least, count, positive_in
 from .config import ModelConfig, TrainConfig, parse_spec, settings_of
 from .demo import config_from_args, run_demo, score_table
 from .estimator import DeepGPRegressor
-from .metrics import regressor_metrics
+from .metrics import regressor_metrics, regressor_pointwise
 from .model import DeepGP
-from .outputs import column_text, number_text
+from .outputs import column_text, json_text, number_text
 from .plotting import (
     check_figure_path,
     check_grid_memory,
@@ -35,6 +35,7 @@ from .plotting import (
 from .prediction import check_memory
 from .storage import check_output, write_bytes
 from .tables import choose_inputs, read_csv, select
+from .validation import torch_dtype
 
 DEFAULT_QUANTILES = "0.05,0.5,0.95"
 
@@ -79,20 +80,50 @@ def load_regressor(path, predict_samples: int | None = None):
     return reg
 
 
-def _model_data(reg, path, need_target: bool):
-    """X [N, D] (and y [N]) from the CSV at ``path`` using the model's column names."""
+def _model_data(reg, path, need_target: bool, lines: bool = False):
+    """X [N, D] (and y [N]) from the CSV at ``path`` using the model's column names; with ``lines``,
+    also the file line of each row [N]. A value that the model's dtype cannot hold once standardised
+    (1e39 for a float32 model) is refused by its line and column."""
     columns = read_csv(path)
     names = reg.columns_["inputs"]
     missing = [n for n in names if n not in columns]
     if missing:
         raise ValueError(f"{path} lacks the model's input column(s) {missing}")
     X = select(columns, names)
-    if not need_target:
-        return X, None
-    target = reg.columns_["target"]
-    if target not in columns:
-        raise ValueError(f"{path} lacks the target column {target!r} needed to evaluate")
-    return X, select(columns, [target])[:, 0]
+    rows = columns[names[0]].lines
+    _check_representable(reg, path, names, X, reg.x_scaler_, rows)
+    y = None
+    if need_target:
+        target = reg.columns_["target"]
+        if target not in columns:
+            raise ValueError(f"{path} lacks the target column {target!r} needed to evaluate")
+        y = select(columns, [target])[:, 0]
+        _check_representable(reg, path, [target], y[:, None], reg.y_scaler_, rows)
+    return (X, y, rows) if lines else (X, y)
+
+
+def _check_representable(reg, path, names, A, scaler, rows) -> None:
+    """A ValueError naming the first line and column of A [N, len(names)] whose standardised value is not
+    finite in the model's dtype (the model would read it as ±inf)."""
+    dtype = str(torch_dtype(reg.dtype)).removeprefix("torch.")
+    with np.errstate(over="ignore", invalid="ignore"):
+        standardised = scaler.transform(A).astype(dtype)
+    bad = ~np.isfinite(standardised)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise ValueError(f"{path}, line {rows[i]}: {names[j]!r} is {float(A[i, j])!r}, beyond what the model's {dtype} "
+                         f"arithmetic holds once standardised ({int(bad.sum())} such value(s))"
+                         + ("; fit a float64 model" if dtype == "float32" else ""))
+
+
+def _finite_rows(path, rows, values: dict, what: str) -> None:
+    """A ValueError naming the file lines where any of ``values`` ({name: [N]}) is not a finite number,
+    instead of writing NaN or inf as a result."""
+    bad = ~np.isfinite(np.column_stack(list(values.values()))).all(1)
+    if bad.any():
+        lines = ", ".join(map(str, rows[bad][:5])) + (f" and {int(bad.sum()) - 5} more" if bad.sum() > 5 else "")
+        raise ValueError(f"{path}, line(s) {lines}: the model's {what} there are not finite numbers "
+                         "(inputs or targets beyond its arithmetic); nothing was written")
 
 
 # -- registration -------------------------------------------------------------------------------
@@ -226,7 +257,7 @@ def _predict(args) -> int:
     if args.out != "-":
         check_output(args.out, "the predictions", [args.model, args.data])
     reg = load_regressor(args.model, args.predict_samples)
-    X, _ = _model_data(reg, args.data, need_target=False)
+    X, _, rows = _model_data(reg, args.data, need_target=False, lines=True)
     _check_memory(reg, len(X), args.samples)
     mean, std = reg.predict(X, return_std=True)
     table = {"mean": mean, "std": std}
@@ -237,6 +268,7 @@ def _predict(args) -> int:
         draws = reg.sample(X, args.samples)  # [n, N]
         for i in range(args.samples):
             table[f"sample_{i + 1}"] = draws[i]
+    _finite_rows(args.data, rows, table, "predictions")
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(list(table))
@@ -261,9 +293,11 @@ def _evaluate(args) -> int:
     if args.json not in (None, "-"):
         check_output(args.json, "the metrics", [args.model, args.data])
     reg = load_regressor(args.model, args.predict_samples)
-    X, y = _model_data(reg, args.data, need_target=True)
-    metrics = {"model": reg.model, "target": reg.columns_["target"], **regressor_metrics(reg, X, y)}
-    text = json.dumps(metrics, indent=2) + "\n"
+    X, y, rows = _model_data(reg, args.data, need_target=True, lines=True)
+    pointwise = regressor_pointwise(reg, X, y)
+    _finite_rows(args.data, rows, pointwise, "log density, squared error or CRPS")
+    metrics = {"model": reg.model, "target": reg.columns_["target"], **regressor_metrics(reg, X, y, pointwise)}
+    text = json_text(metrics, f"the metrics of {args.data}", indent=2) + "\n"  # (a mean may overflow)
     if args.json == "-":
         sys.stdout.write(text)
         return 0

@@ -9,7 +9,6 @@ the letters' multimodal, piecewise-constant slices.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import warnings
@@ -22,6 +21,7 @@ import torch
 from .config import RECIPE_ITERATIONS, RECIPE_VALUES
 from .datasets.letters import letters_log_density, load_letters
 from .estimator import DeepGPRegressor
+from .outputs import json_text
 from .plotting import posterior_figure, save_figure
 from .preprocessing import Standardizer
 from .storage import check_writable, write_bytes
@@ -110,7 +110,7 @@ def run_demo(out="deepgp-demo", models=tuple(MODELS), config: DemoConfig = DemoC
         log.info(f"  {name:9s} {method.upper():3s} fitted in {scores[name]['seconds']:6.1f}s")
     path = write_figure(fitted, (x, y), out / "demo.png", config)
     record = {"config": asdict(config), "scores": scores, "exact": exact_score(y, xt, yt)}
-    write_bytes(out / "scores.json", json.dumps(record, indent=2).encode())
+    write_bytes(out / "scores.json", json_text(record, "the demo's scores", indent=2).encode())
     log.info(f"wrote {path} and {out / 'scores.json'}")
     return scores
 

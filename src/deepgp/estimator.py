@@ -188,7 +188,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         model, S = self.model_, self._draws()
         check_memory(model, len(Xs), S, "reduction", setting="predict_samples")
         model.eval()
-        X = torch.as_tensor(Xs, dtype=model.dtype, device=model.device)
+        X = as_matrix("X", Xs, model.dtype, model.device)  # (refused where the dtype cannot hold it)
         with seeded(self.seed, model.device):
             mean, var = zip(*(mixture_moments(model, X[sl], S) for sl in chunks(len(X), S, X.device)))
         return torch.cat(mean).cpu().numpy(), torch.cat(var).cpu().numpy()

@@ -36,9 +36,17 @@ class Stationary(nn.Module):
         (add, add, scale, clamp, scale): the kernel is memory-bound. Rounding can
         make it exceed ``offset`` by ~1e-16·|x|²; harmless inside exp (the paper's code did not
         clamp either).
+
+        The scaled inputs are clamped to ±:func:`far_input` (D inputs): every term of the product
+        then stays finite, so an input far from the data (finite, or infinite in the model's dtype)
+        gets a finite, huge distance from the inducing inputs and the kernel 0 (the prior), where
+        |x|² would overflow to ∞ and ∞ − ∞ make NaN. Inputs within the bound are unchanged, bit for
+        bit. (Two far points get a distance as rounded as their |x|² is: not NaN, but no distance.)
         """
         ls = self.lengthscale()
         Xs, Zs = X / ls, Z / ls
+        far = far_input(Xs.dtype, Xs.shape[-1])
+        Xs, Zs = Xs.clamp(-far, far), Zs.clamp(-far, far)
         one_x = torch.ones_like(Xs[..., :1])
         one_z = torch.ones_like(Zs[..., :1])
         Xa = torch.cat([Xs, -0.5 * Xs.square().sum(-1, keepdim=True), one_x], -1)
@@ -57,6 +65,16 @@ class Stationary(nn.Module):
 
     def shape_fn(self, r2: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def far_input(dtype: torch.dtype, input_dim: int) -> float:
+    """B = √(max / 16D), the largest |x/ℓ| a kernel reads (a farther input is read as ±B).
+
+    With every |x_d/ℓ_d| ≤ B the squared distance of two points is at most 4DB² = max/4, so the
+    matrix product of :meth:`Stationary.half_neg_sqdist` and a Matérn kernel's (5/3)r² stay finite,
+    while exp(−r) underflows to 0 from r ≈ 750: B is 3.4e153/√D in float64 and 4.6e18/√D in float32.
+    """
+    return math.sqrt(torch.finfo(dtype).max / (16 * input_dim))
 
 
 def _distance(r2: torch.Tensor) -> torch.Tensor:

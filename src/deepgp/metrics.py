@@ -5,7 +5,8 @@ CRPS and the Shapiro–Wilk statistic of the predictive draws (docs/paper-vs-cod
 metrics come from ONE propagation of S predictive draws per test point: propagation is nearly all
 of the evaluation cost (≈ 0.1 s per test point at S = 2000, M = 128 on one slow core), so the KDE,
 the mixture, the RMSE and Shapiro–Wilk share the same draws' final-layer moments.
-:func:`regressor_metrics` is ``deepgp evaluate``'s, in the units of y.
+:func:`regressor_metrics` is ``deepgp evaluate``'s, in the units of y (point by point:
+:func:`regressor_pointwise`).
 """
 
 from __future__ import annotations
@@ -92,17 +93,28 @@ def split_metrics(
     )
 
 
-def regressor_metrics(reg, X, y) -> dict:
-    """A fitted DeepGPRegressor's mean log density (units of y), RMSE of its predictive mean and mean
-    sample CRPS on X [N, D], y [N] (``deepgp evaluate``)."""
+def regressor_pointwise(reg, X, y) -> dict[str, np.ndarray]:
+    """A fitted DeepGPRegressor's log density (units of y), squared error of its predictive mean and
+    sample CRPS at each point of X [N, D], y [N]: {"log_density", "squared_error", "crps"}, each [N]."""
     y = reg._shape_y(reg._targets(y, len(X)))  # (y checked against the fitted outputs, as score checks it)
     # the draws and their copy in y's units, all held for the CRPS: refused now rather than after the mean
     check_memory(reg.model_, len(X), reg.predict_samples, "draws", result=2 * reg.predict_samples * len(X),
                  setting="predict_samples")
     draws = reg.sample(X, reg.predict_samples)  # [S, N]
     return {
+        "log_density": np.asarray(reg.log_density(X, y), dtype=np.float64),
+        "squared_error": (reg.predict(X) - y) ** 2,
+        "crps": crps_from_samples(draws, y),
+    }
+
+
+def regressor_metrics(reg, X, y, pointwise: dict | None = None) -> dict:
+    """Mean log density (units of y), RMSE of the predictive mean and mean sample CRPS on X [N, D], y [N]
+    (``deepgp evaluate``), from :func:`regressor_pointwise` (``pointwise`` where already computed)."""
+    p = regressor_pointwise(reg, X, y) if pointwise is None else pointwise
+    return {
         "n": int(len(y)),
-        "log_density": float(reg.log_density(X, y).mean()),
-        "rmse": float(np.sqrt(np.mean((reg.predict(X) - y) ** 2))),
-        "crps": float(crps_from_samples(draws, y).mean()),
+        "log_density": float(p["log_density"].mean()),
+        "rmse": float(np.sqrt(np.mean(p["squared_error"]))),
+        "crps": float(p["crps"].mean()),
     }

@@ -22,13 +22,14 @@ MISSING = {"", "na", "nan", "-nan", "+nan", "n/a", "null", "none", "?"}
 @dataclass
 class Column:
     """One CSV column: values [N] (NaN where missing), the 1-based file lines of missing and of
-    infinite values, and the first value that is not a number as (line, text), or None for a
-    numeric column."""
+    infinite values, the first value that is not a number as (line, text), or None for a
+    numeric column, and the 1-based file line of each value [N] (blank lines are skipped)."""
 
     values: np.ndarray
     missing: list
     bad: tuple | None
     infinite: list
+    lines: np.ndarray | None = None
 
 
 def read_csv(path) -> dict[str, Column]:
@@ -57,6 +58,7 @@ def read_csv(path) -> dict[str, Column]:
         if len(r) != len(header):
             raise ValueError(f"{path}, line {line}: {len(r)} fields, but the header has {len(header)}")
     columns = {}
+    lines = np.array([line for line, _ in body])
     for j, name in enumerate(header):
         values = np.full(len(body), np.nan)
         missing, bad, infinite = [], None, []
@@ -74,7 +76,7 @@ def read_csv(path) -> dict[str, Column]:
             else:
                 if not np.isfinite(values[i]):  # "inf", "1e999"
                     infinite.append(line)
-        columns[name] = Column(values, missing, bad, infinite)
+        columns[name] = Column(values, missing, bad, infinite, lines)
     return columns
 
 

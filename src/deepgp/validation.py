@@ -43,7 +43,12 @@ def as_matrix(name: str, value, dtype=torch.float64, device=None, allow_vector: 
     if not bool(torch.isfinite(t).all()):
         bad = (~torch.isfinite(t)).nonzero()[:3].tolist()
         raise ValueError(f"{name} contains NaN or infinite values (first at row, column {bad})")
-    return t.to(dtype=dtype, device=device)
+    out = t.to(dtype=dtype, device=device)
+    if out.dtype != t.dtype and not bool(torch.isfinite(out).all()):  # finite, but beyond float32's range
+        bad = (~torch.isfinite(out)).nonzero()[:3].tolist()
+        raise ValueError(f"{name} has values beyond the range of {str(out.dtype).removeprefix('torch.')} "
+                         f"(±{torch.finfo(out.dtype).max:.3g}; first at row, column {bad}); use float64")
+    return out
 
 
 def max_magnitude(role: str, dtype) -> float:
