@@ -1,8 +1,6 @@
 """Test inputs far from the training data: every model's answer there is its prior, finite for any finite
-input its dtype holds; an input the dtype cannot hold is refused by name, and no command writes NaN."""
+input its dtype holds, and an input the dtype cannot hold is refused by name (the commands: test_outputs.py)."""
 
-import csv
-import json
 import math
 
 import numpy as np
@@ -14,7 +12,6 @@ from hypothesis import strategies as st
 
 import deepgp
 from deepgp import DeepGPRegressor
-from deepgp.cli import main
 from deepgp.kernels import KERNELS
 from deepgp.prediction import predictive_moments
 
@@ -89,87 +86,3 @@ def test_inputs_a_float32_model_cannot_hold_are_refused_by_name():
     for call in (reg.predict, lambda X: reg.sample(X, 2), lambda X: reg.score(X, np.zeros(2))):
         with pytest.raises(ValueError, match=r"X has values beyond the range of float32"):
             call(np.array([[0.5], [1e39]]))
-
-
-# -- the commands --------------------------------------------------------------------------------
-def write_xy(path, rows):
-    with open(path, "w", newline="") as f:
-        csv.writer(f).writerows([["x", "y"], *rows])
-    return path
-
-
-@pytest.fixture(scope="module")
-def fitted(tmp_path_factory):
-    """A float64 LV-GP-GP with the Matérn-5/2 kernel and a float32 GP, fitted by the CLI; a CSV of far rows."""
-    d = tmp_path_factory.mktemp("far")
-    rng = np.random.default_rng(0)
-    x = rng.uniform(-2, 2, 60)
-    train = write_xy(d / "train.csv", zip(map(float, x), map(float, 1e6 + np.sin(2 * x))))
-    models = {}
-    for name, flags in (("matern52", ["--kernel", "matern52"]), ("float32", ["--model", "GP", "--dtype", "float32"])):
-        models[name] = d / f"{name}.safetensors"
-        assert main(["fit", str(train), "--target", "y", *flags, "--iterations", "5", "--num-inducing", "6",
-                     "--predict-samples", "20", "--out", str(models[name]), "--no-progress"]) == 0
-    far = write_xy(d / "far.csv", [["0.5", "1000000.8"], ["1e160", "1e6"], ["-1e300", "1e6"], ["1.7e308", "1e6"]])
-    return d, models, far
-
-
-def test_far_rows_are_predicted_and_evaluated_as_finite_numbers(fitted, capsys):
-    d, models, far = fitted
-    out = d / "pred.csv"
-    assert main(["predict", str(models["matern52"]), str(far), "--out", str(out), "--samples", "2"]) == 0
-    with open(out, newline="") as f:
-        rows = list(csv.reader(f))[1:]
-    assert len(rows) == 4 and np.isfinite(np.array(rows, dtype=float)).all()
-    capsys.readouterr()
-    assert main(["evaluate", str(models["matern52"]), str(far), "--json"]) == 0
-    metrics = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
-    assert all(math.isfinite(metrics[k]) for k in ("log_density", "rmse", "crps"))
-
-
-def test_a_value_beyond_the_models_dtype_is_refused_by_file_line_and_column(fitted, capsys):
-    d, models, far = fitted
-    data = write_xy(d / "big.csv", [["0.5", "1000000.8"], ["", ""], ["1e39", "1e6"]])  # (a blank line: line 4)
-    out = d / "kept.csv"
-    out.write_text("a good file\n")
-    for argv in (["predict", str(models["float32"]), str(data), "--out", str(out)],
-                 ["evaluate", str(models["float32"]), str(data), "--json", str(out)]):
-        capsys.readouterr()
-        assert main(argv) == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and (f"{data}, line 4: 'x' is 1e+39, beyond what the model's float32 arithmetic "
-                                         "holds once standardised (1 such value(s)); fit a float64 model") in err
-        assert out.read_text() == "a good file\n"
-    big_y = write_xy(d / "big_y.csv", [["0.5", "1000000.8"], ["0.1", "1e45"]])
-    assert main(["evaluate", str(models["float32"]), str(big_y)]) == 2
-    assert f"{big_y}, line 3: 'y' is 1e+45, beyond what the model's float32" in capsys.readouterr().err
-
-
-def test_a_prediction_that_is_not_finite_is_refused_by_line_and_nothing_is_written(fitted, capsys, monkeypatch):
-    # the last line of defence: whatever made it, NaN or inf is never written as a result
-    d, models, far = fitted
-    out = d / "kept.csv"
-    out.write_text("a good file\n")
-    real = DeepGPRegressor.predict
-
-    def broken(self, X, return_std=False):
-        mean, std = real(self, X, return_std=True)
-        mean[2] = math.nan
-        return (mean, std) if return_std else mean
-
-    monkeypatch.setattr(DeepGPRegressor, "predict", broken)
-    for argv, what in ((["predict", str(models["matern52"]), str(far), "--out", str(out)], "predictions"),
-                       (["evaluate", str(models["matern52"]), str(far), "--json", str(out)], "log density, squared")):
-        capsys.readouterr()
-        assert main(argv) == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and f"{far}, line(s) 4: the model's {what}" in err and "nothing was written" in err
-        assert out.read_text() == "a good file\n"
-
-
-def test_metrics_that_overflow_are_refused_not_written_as_infinity(fitted, capsys, monkeypatch):
-    d, models, far = fitted
-    monkeypatch.setattr("deepgp.metrics.crps_from_samples", lambda draws, y: np.full(len(y), 1e308))
-    assert main(["evaluate", str(models["matern52"]), str(far), "--json"]) == 2
-    err = capsys.readouterr().err
-    assert f"the metrics of {far} would hold a value that is not a finite number (['crps'] = inf)" in err

@@ -1,5 +1,6 @@
 """What the commands write: every number reads back as the float it came from, distinct columns have
-distinct names, no NaN or infinity is written as a result, and JSON is JSON."""
+distinct names, no NaN or infinity is written as a result (far inputs get the prior's answer, values a
+model's dtype cannot hold are refused by line and column), and JSON is JSON."""
 
 import csv
 import json
@@ -9,17 +10,17 @@ import re
 import numpy as np
 import pytest
 
+from deepgp import DeepGPRegressor
 from deepgp.cli import main
 from deepgp.commands import level_name, load_regressor
 from deepgp.metrics import regressor_metrics
 from deepgp.outputs import column_text, json_text, number_text
 
 
-def write_xy(path, x, y):
+def write_xy(path, rows):
+    """A CSV file of columns x and y."""
     with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["x", "y"])
-        w.writerows(zip(map(repr, map(float, x)), map(repr, map(float, y))))
+        csv.writer(f).writerows([["x", "y"], *rows])
     return path
 
 
@@ -29,7 +30,8 @@ def offset(tmp_path_factory):
     d = tmp_path_factory.mktemp("outputs")
     rng = np.random.default_rng(0)
     x = rng.uniform(-2, 2, 60)
-    data = write_xy(d / "train.csv", x, 1e6 + np.sin(2 * x) + 0.1 * rng.standard_normal(60))
+    y = 1e6 + np.sin(2 * x) + 0.1 * rng.standard_normal(60)
+    data = write_xy(d / "train.csv", zip(x.tolist(), y.tolist()))
     model = d / "model.safetensors"
     assert main(["fit", str(data), "--target", "y", "--model", "GP", "--iterations", "30", "--num-inducing", "8",
                  "--predict-samples", "50", "--out", str(model), "--no-progress"]) == 0
@@ -105,3 +107,81 @@ def test_json_is_json():
         with pytest.raises(ValueError, match=re.escape(f"the metrics would hold a value that is not a finite number "
                                                        f"({where}); nothing was written")):
             json_text(bad, "the metrics")
+
+
+# -- far inputs: never NaN -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """A float64 LV-GP-GP with the Matérn-5/2 kernel and a float32 GP, fitted by the CLI; a CSV of far rows."""
+    d = tmp_path_factory.mktemp("far")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, 60)
+    train = write_xy(d / "train.csv", zip(x.tolist(), (1e6 + np.sin(2 * x)).tolist()))
+    models = {}
+    for name, flags in (("matern52", ["--kernel", "matern52"]), ("float32", ["--model", "GP", "--dtype", "float32"])):
+        models[name] = d / f"{name}.safetensors"
+        assert main(["fit", str(train), "--target", "y", *flags, "--iterations", "5", "--num-inducing", "6",
+                     "--predict-samples", "20", "--out", str(models[name]), "--no-progress"]) == 0
+    far = write_xy(d / "far.csv", [["0.5", "1000000.8"], ["1e160", "1e6"], ["-1e300", "1e6"], ["1.7e308", "1e6"]])
+    return d, models, far
+
+
+def test_far_rows_are_predicted_and_evaluated_as_finite_numbers(fitted, capsys):
+    d, models, far = fitted
+    out = d / "pred.csv"
+    assert main(["predict", str(models["matern52"]), str(far), "--out", str(out), "--samples", "2"]) == 0
+    with open(out, newline="") as f:
+        rows = list(csv.reader(f))[1:]
+    assert len(rows) == 4 and np.isfinite(np.array(rows, dtype=float)).all()
+    capsys.readouterr()
+    assert main(["evaluate", str(models["matern52"]), str(far), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    assert all(math.isfinite(metrics[k]) for k in ("log_density", "rmse", "crps"))
+
+
+def test_a_value_beyond_the_models_dtype_is_refused_by_file_line_and_column(fitted, capsys):
+    d, models, far = fitted
+    data = write_xy(d / "big.csv", [["0.5", "1000000.8"], ["", ""], ["1e39", "1e6"]])  # (a blank line: line 4)
+    out = d / "kept.csv"
+    out.write_text("a good file\n")
+    for argv in (["predict", str(models["float32"]), str(data), "--out", str(out)],
+                 ["evaluate", str(models["float32"]), str(data), "--json", str(out)]):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and (f"{data}, line 4: 'x' is 1e+39, beyond what the model's float32 arithmetic "
+                                         "holds once standardised (1 such value(s)); fit a float64 model") in err
+        assert out.read_text() == "a good file\n"
+    big_y = write_xy(d / "big_y.csv", [["0.5", "1000000.8"], ["0.1", "1e45"]])
+    assert main(["evaluate", str(models["float32"]), str(big_y)]) == 2
+    assert f"{big_y}, line 3: 'y' is 1e+45, beyond what the model's float32" in capsys.readouterr().err
+
+
+def test_a_prediction_that_is_not_finite_is_refused_by_line_and_nothing_is_written(fitted, capsys, monkeypatch):
+    # the last line of defence: whatever made it, NaN or inf is never written as a result
+    d, models, far = fitted
+    out = d / "kept.csv"
+    out.write_text("a good file\n")
+    real = DeepGPRegressor.predict
+
+    def broken(self, X, return_std=False):
+        mean, std = real(self, X, return_std=True)
+        mean[2] = math.nan
+        return (mean, std) if return_std else mean
+
+    monkeypatch.setattr(DeepGPRegressor, "predict", broken)
+    for argv, what in ((["predict", str(models["matern52"]), str(far), "--out", str(out)], "predictions"),
+                       (["evaluate", str(models["matern52"]), str(far), "--json", str(out)], "log density, squared")):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{far}, line(s) 4: the model's {what}" in err and "nothing was written" in err
+        assert out.read_text() == "a good file\n"
+
+
+def test_metrics_that_overflow_are_refused_not_written_as_infinity(fitted, capsys, monkeypatch):
+    d, models, far = fitted
+    monkeypatch.setattr("deepgp.metrics.crps_from_samples", lambda draws, y: np.full(len(y), 1e308))
+    assert main(["evaluate", str(models["matern52"]), str(far), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert f"the metrics of {far} would hold a value that is not a finite number (['crps'] = inf)" in err
