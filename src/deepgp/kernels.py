@@ -46,7 +46,9 @@ class Stationary(nn.Module):
         ls = self.lengthscale()
         Xs, Zs = X / ls, Z / ls
         far = far_input(Xs.dtype, Xs.shape[-1])
-        Xs, Zs = Xs.clamp(-far, far), Zs.clamp(-far, far)
+        with torch.no_grad():  # in place, outside autograd: its graph, so every gradient's sum order, is the same
+            Xs.clamp_(-far, far)
+            Zs.clamp_(-far, far)
         one_x = torch.ones_like(Xs[..., :1])
         one_z = torch.ones_like(Zs[..., :1])
         Xa = torch.cat([Xs, -0.5 * Xs.square().sum(-1, keepdim=True), one_x], -1)
