@@ -1,13 +1,16 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 from conftest import far_magnitude
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import deepgp
 from deepgp.config import KERNEL_NAMES
-from deepgp.kernels import KERNELS, RBF, Matern32, Matern52, far_input, make_kernel
+from deepgp.kernels import KERNELS, RBF, Matern32, Matern52, Stationary, far_input, make_kernel
+from deepgp.linalg import seeded
 from deepgp.params import FLOOR, Positive, inverse_positive, positive
 
 
@@ -76,15 +79,20 @@ def test_positive_constraint_floor_and_inverse():
 
 
 # -- inputs far from the data --------------------------------------------------------------------
-def unclamped_K(k, X, Z):
-    """K(X, Z) by the kernels' formulas without the clamp of the scaled inputs (the reference)."""
+def unclamped_half_neg_sqdist(k, X, Z, offset=0.0):
+    """Stationary.half_neg_sqdist without the clamp of the scaled inputs (the reference)."""
     ls = k.lengthscale()
     Xs, Zs = X / ls, Z / ls
-    offset = torch.log(k.variance()) if isinstance(k, RBF) else 0.0
     Xa = torch.cat([Xs, -0.5 * Xs.square().sum(-1, keepdim=True), torch.ones_like(Xs[..., :1])], -1)
     Za = torch.cat([Zs, torch.ones_like(Zs[..., :1]), offset - 0.5 * Zs.square().sum(-1, keepdim=True)], -1)
-    half = Xa @ Za.transpose(-1, -2)
-    return torch.exp(half) if isinstance(k, RBF) else k.variance() * k.shape_fn((-2.0 * half).clamp_min(0.0))
+    return Xa @ Za.transpose(-1, -2)
+
+
+def unclamped_K(k, X, Z):
+    """K(X, Z) by the kernels' formulas without the clamp of the scaled inputs (the reference)."""
+    if isinstance(k, RBF):
+        return torch.exp(unclamped_half_neg_sqdist(k, X, Z, torch.log(k.variance())))
+    return k.variance() * k.shape_fn((-2.0 * unclamped_half_neg_sqdist(k, X, Z)).clamp_min(0.0))
 
 
 def kernel_of(name, D, dtype, seed):
@@ -135,3 +143,26 @@ def test_the_bound_keeps_every_distance_finite():
             B, top = far_input(dtype, D), torch.finfo(dtype).max
             r2 = 4 * D * B**2  # the largest squared distance of two clamped points
             assert r2 <= top / 4 * (1 + 1e-6) and (5 / 3) * r2 < top and math.sqrt(5 * r2) > 1e3  # exp(−√5 r) is 0
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_the_bound_and_its_gradient_are_those_of_the_unclamped_kernels_bit_for_bit(kernel, monkeypatch):
+    # the paper's IW bound with joint inner draws (K(H, H), K(Z, [Z; H]) and K_diag in one graph): the
+    # clamp changes no value of the bound, nor the order in which autograd sums any gradient
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((40, 2)), rng.standard_normal((40, 1))
+    model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=6, kernel=kernel, inner_width="hidden")
+
+    def bound_and_gradient():
+        model.zero_grad()
+        with seeded(1):
+            bound = model.elbo(x, y, "iw", 3, inner_sampling="joint")
+        bound.backward()
+        return [bound.detach().clone()] + [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    clamped = bound_and_gradient()
+
+    monkeypatch.setattr(Stationary, "half_neg_sqdist", unclamped_half_neg_sqdist)
+    reference = bound_and_gradient()
+    assert len(clamped) == len(reference) > 10
+    assert all(torch.equal(a, b) for a, b in zip(clamped, reference))  # (bitwise: one process)
