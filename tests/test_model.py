@@ -8,9 +8,8 @@ import deepgp
 from deepgp import GPLayer, LatentVariableLayer
 from deepgp.architectures import initial_inducing, principal_directions
 from deepgp.conditional import inverse_cholesky_zz
-from deepgp.config import INNER_SAMPLING
+from deepgp.config import INNER_SAMPLING, parse_spec
 from deepgp.linalg import seeded
-from deepgp.model import parse_spec
 
 SPECS = ["GP", "GP-GP", "GP-GP-GP", "LV-GP", "LV-GP-GP", "LV-GP-GP-GP", "GP-LV-GP", "LV-LV-GP", "GP-LV-GP-LV-GP"]
 
@@ -39,7 +38,7 @@ def test_every_spec_builds_and_gives_finite_bounds(spec, data):
 
 
 def test_batch_draws_share_each_sample_index_across_points_and_keep_a_points_samples_independent():
-    """propagate "batch" against "independent", K = 20,000 draws of the final layer's mean at three
+    """propagate_posterior "batch" against "independent", K = 20,000 draws of the final layer's mean at three
     points (two of them the same pair (x, y)): the same per-point mean and variance; a point's samples
     uncorrelated in both; across points, uncorrelated when independent, one shared draw in "batch"."""
     rng = np.random.default_rng(0)
@@ -51,7 +50,8 @@ def test_batch_draws_share_each_sample_index_across_points_and_keep_a_points_sam
     X, Y = torch.from_numpy(x)[[0, 0, 1]], torch.from_numpy(y)[[0, 0, 1]]
     K, tol = 20000, 4 / math.sqrt(20000)
     with torch.no_grad(), seeded(1):
-        draws = {mode: model.propagate(X, Y, K, mode)[0][..., 0].numpy() for mode in ("independent", "batch")}
+        draws = {mode: model.propagate_posterior(X, Y, K, mode).mean[..., 0].numpy()
+                 for mode in ("independent", "batch")}
     ind, bat = draws["independent"], draws["batch"]
     assert bat.shape == (3, K)
     assert np.all(np.abs(bat.mean(1) - ind.mean(1)) < 4 * np.sqrt(2 * ind.var(1) / K))

@@ -58,9 +58,10 @@ def test_the_kde_bandwidth_follows_silvermans_rule_in_the_output_dimension():
     np.testing.assert_allclose(kde_log_density(y, draws).numpy(), expected, atol=0.1)
 
 
-class PredictOnly(torch.nn.Module):
-    """A model with the four-output ``propagate(X, None, K, mode="predict")`` of the paper's baselines
-    and no ``propagate_prior``: here a DeepGP's, so that the predictions must be the DeepGP's own."""
+class PriorOnly(torch.nn.Module):
+    """A model with only what ``deepgp.protocols.ConditionalDensityModel`` declares for prediction (the
+    named ``propagate_prior``, a likelihood, a device): here a DeepGP's, so that the predictions must be the
+    DeepGP's own."""
 
     def __init__(self, dgp):
         super().__init__()
@@ -70,15 +71,15 @@ class PredictOnly(torch.nn.Module):
     def device(self):
         return self.dgp.device
 
-    def propagate(self, X, Y, num_samples, mode):
-        return self.dgp.propagate(X, Y, num_samples, mode)
+    def propagate_prior(self, X, num_samples):
+        return self.dgp.propagate_prior(X, num_samples)
 
 
-def test_a_model_with_only_the_tuple_propagate_predicts_as_one_with_propagate_prior():
+def test_a_model_with_only_the_declared_propagate_prior_predicts_as_the_deepgp():
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((20, 2)), rng.standard_normal((20, 1))
     model = deepgp.DeepGP.from_spec("LV-GP-GP", x, y, num_inducing=8)
     X, Y = (torch.from_numpy(a) for a in (x, y))
     for fn, args in ((prediction.predictive_log_density, (X, Y, 200, "mixture", 1)),
                      (prediction.sample_predictive, (X, 200, 1))):
-        assert np.array_equal(fn(PredictOnly(model), *args), fn(model, *args))
+        assert np.array_equal(fn(PriorOnly(model), *args), fn(model, *args))

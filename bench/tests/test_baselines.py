@@ -9,7 +9,7 @@ import torch
 from deepgp import DeepGP
 from deepgp.config import ModelConfig, TrainConfig
 from deepgp.datasets.uci import write_uci
-from deepgp.protocols import ConditionalDensityModel
+from deepgp.protocols import ConditionalDensityModel, Predictive
 from deepgp_bench import runner
 from deepgp_bench.baselines import check_pair, fit, hidden_widths, network_name
 from deepgp_bench.baselines.cvae import CVAE, fit_cvae
@@ -200,6 +200,8 @@ def test_every_baseline_is_a_conditional_density_model(model, method):
     net, _ = fit(model, method, X, Y, ModelConfig(num_inducing=5), TrainConfig(iterations=2),
                  SGHMCConfig(sghmc_samples=2, sghmc_thinning=1))
     assert isinstance(net, ConditionalDensityModel)
+    moments = net.propagate_prior(torch.as_tensor(X[:3], dtype=net.dtype), 4)  # named, as DeepGP's
+    assert isinstance(moments, Predictive) and moments.mean.shape == moments.var.shape == (4, 3, Y.shape[1])
     assert isinstance(DeepGP.from_spec("GP", X, Y, num_inducing=5), ConditionalDensityModel)
     assert not isinstance(torch.nn.Linear(2, 1), ConditionalDensityModel)
 

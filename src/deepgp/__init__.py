@@ -4,13 +4,13 @@ Salimbeni, Dutordoir, Hensman & Deisenroth, "Deep Gaussian Processes with Import
 Variational Inference", ICML 2019.
 """
 
-from .config import ModelConfig, TrainConfig
+from .config import ModelConfig, TrainConfig, parse_spec
 from .kernels import RBF, Matern32, Matern52
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import CholeskyError
 from .memory import MemoryBudgetError
-from .model import DeepGP, parse_spec
+from .model import DeepGP
 from .natgrad import NaturalGradientError
 from .objectives import elbo_iw, elbo_vi
 from .training import fit

@@ -21,11 +21,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import memory, storage, training
 from .config import ModelConfig, TrainConfig, settings_of
 from .linalg import seeded
-from .model import DeepGP, torch_dtype
+from .model import DeepGP
 from .prediction import check_memory, chunks, draw_chunks, mixture_moments
 from .preprocessing import Standardizer
 from .protocols import ConditionalDensityModel
-from .validation import as_matrix, check_device, check_positive_int, max_magnitude
+from .validation import as_matrix, check_device, check_positive_int, max_magnitude, torch_dtype
 
 # the estimator's own settings, beside every field of ModelConfig and TrainConfig
 OWN_SETTINGS = (

@@ -1,6 +1,6 @@
 """DeepGP: a stack of latent-variable and GP layers ending in a GP layer and a Gaussian likelihood.
 
-The model string is the paper's notation, e.g. ``"LV-GP-GP"``; see :func:`parse_spec`.
+The model string is the paper's notation, e.g. ``"LV-GP-GP"``; see :func:`deepgp.config.parse_spec`.
 """
 
 from __future__ import annotations
@@ -13,19 +13,16 @@ from torch import nn
 
 from . import architectures, model_file, objectives, prediction
 from .config import INNER_SAMPLING, ModelConfig
-from .config import parse_spec as parse_spec  # re-exported: deepgp, the benchmark runner import it from here
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
 from .linalg import PLAIN, Numerics
+from .protocols import Predictive
 from .validation import (
     as_model_data,
     check_magnitude,
     check_positive_int,
     check_seed,
 )
-from .validation import torch_dtype as torch_dtype  # re-exported: the estimator, the baselines import it here
-
-MODES = ("joint", "independent", "batch", "predict")
 
 
 class Marginals(NamedTuple):
@@ -36,13 +33,6 @@ class Marginals(NamedTuple):
     log_ratio: torch.Tensor  # Σ_LV log p(w) − log q(w) per sample [B, K] (zeros without LV layers)
     kl_w: torch.Tensor  # the analytic Σ_LV KL(q(w_n) ‖ p(w_n)) per point [B]
     latents: tuple[torch.Tensor, ...]  # each LV layer's w [B, K, d_w], in order
-
-
-class Predictive(NamedTuple):
-    """The final layer's moments for test inputs X [B, D] under w ~ p (:meth:`DeepGP.propagate_prior`)."""
-
-    mean: torch.Tensor  # [K, B, D_y]
-    var: torch.Tensor  # [K, B, D_y], without the likelihood's σ²
 
 
 class DeepGP(nn.Module):
@@ -156,13 +146,13 @@ class DeepGP(nn.Module):
         return as_model_data(self, X, Y)
 
     # -- propagation --------------------------------------------------------------------------
-    def propagate_posterior(self, X: torch.Tensor, Y: torch.Tensor, num_samples: int,
+    def propagate_posterior(self, X: torch.Tensor, Y: torch.Tensor | None, num_samples: int,
                             sampling: str = "independent", *, numerics: Numerics = PLAIN,
                             stop_q: bool = False) -> Marginals:
         """Push a batch through every layer but the last with w ~ q(w | x, y); the final layer's marginals.
 
-        X [B, D], Y [B, D_y], K = num_samples; ``sampling`` (:data:`~deepgp.config.INNER_SAMPLING`) says
-        how the inner GPs are drawn across a point's K samples:
+        X [B, D], Y [B, D_y] (None for a model without LV layers), K = num_samples; ``sampling``
+        (:data:`~deepgp.config.INNER_SAMPLING`) says how the inner GPs are drawn across a point's K samples:
           * ``"independent"``: every (point, sample) pair gets its own draw (VI; the released code's IW).
           * ``"joint"``: the K samples of a point share one draw of every inner GP (the paper's IW
             bound); before the first LV layer the K inputs are identical, so one draw per point is
@@ -225,18 +215,6 @@ class DeepGP(nn.Module):
             else:
                 H = layer(H, numerics=numerics)
         return Predictive(*self.final_layer.conditional(H, numerics=numerics))
-
-    def propagate(self, X: torch.Tensor, Y: torch.Tensor | None, num_samples: int, mode: str):
-        """:meth:`propagate_prior` (``mode="predict"``) or :meth:`propagate_posterior` (``mode`` its
-        ``sampling``) as one tuple: mean and var [B, K, D_y] (``predict``: [K, B, D_y]), the log density
-        ratio Σ_LV log p(w) − log q(w) [B, K] and Σ_LV KL(q(w_n) ‖ p(w_n)) [B] (zeros in ``predict``).
-        The form the paper's baselines call and provide; the library calls the two named methods."""
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if mode == "predict":
-            B, K = X.shape[0], num_samples
-            return (*self.propagate_prior(X, K), X.new_zeros(B, K), X.new_zeros(B))
-        return tuple(self.propagate_posterior(X, Y, num_samples, mode)[:4])
 
     # -- objectives ---------------------------------------------------------------------------
     def elbo(self, X, Y, method: str = "vi", num_samples: int = 1, inner_sampling: str = "independent",

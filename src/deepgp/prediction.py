@@ -68,11 +68,11 @@ def predictive_moments(model: ConditionalDensityModel, X: torch.Tensor, num_samp
     (512 on a GPU), each written into its rows of the result.
     """
     block = block_shape(X.device)[1]
-    m, v = prior_moments(model, X, min(block, num_samples))
+    m, v = model.propagate_prior(X, min(block, num_samples))
     mean, var = m.new_empty((num_samples, *m.shape[1:])), v.new_empty((num_samples, *v.shape[1:]))
     mean[: m.shape[0]], var[: v.shape[0]] = m, v
     for start in range(block, num_samples, block):
-        m, v = prior_moments(model, X, min(block, num_samples - start))
+        m, v = model.propagate_prior(X, min(block, num_samples - start))
         mean[start : start + m.shape[0]], var[start : start + v.shape[0]] = m, v
     return mean, var
 
@@ -96,17 +96,6 @@ def draw_chunks(model, X: torch.Tensor, num_samples: int):
         y = var.add_(model.likelihood.variance()).sqrt_().mul_(standard_normal(mean.shape, mean)).add_(mean)
         del mean, var  # (only the draws are held while the caller uses them)
         yield sl, y
-
-
-def prior_moments(model, X: torch.Tensor, num_samples: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The final layer's moments of K = ``num_samples`` draws at X [B, D] with w from the prior: mean,
-    var [K, B, D_y] (:meth:`DeepGP.propagate_prior <deepgp.DeepGP.propagate_prior>`). A model without
-    ``propagate_prior`` (the paper's baselines) gives them as the first two of its
-    ``propagate(X, None, K, mode="predict")``."""
-    if hasattr(model, "propagate_prior"):
-        return model.propagate_prior(X, num_samples)
-    mean, var, _, _ = model.propagate(X, None, num_samples, mode="predict")
-    return mean, var
 
 
 @torch.no_grad()

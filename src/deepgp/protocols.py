@@ -2,16 +2,24 @@
 
 :class:`~deepgp.DeepGP` satisfies :class:`ConditionalDensityModel`, and so may any other model of
 p(y | x) whose predictive is a mixture of Gaussians over draws: (1/S) Σ_s N(y; μ_s, s_s² + σ²), with
-the final moments (μ_s, s_s²) of draw s from :meth:`~ConditionalDensityModel.propagate` and the noise
+the final moments (μ_s, s_s²) of draw s from :meth:`~ConditionalDensityModel.propagate_prior` and the noise
 σ² from its likelihood. The paper's baselines (the ``deepgp-bench`` package) are such models.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import torch
+
+
+class Predictive(NamedTuple):
+    """The final layer's moments of K draws at test inputs X [B, D] under w ~ p
+    (:meth:`ConditionalDensityModel.propagate_prior`)."""
+
+    mean: torch.Tensor  # [K, B, D_y]
+    var: torch.Tensor  # [K, B, D_y], without the likelihood's σ²
 
 
 class Likelihood(Protocol):
@@ -51,11 +59,9 @@ class ConditionalDensityModel(Protocol):
         """Evaluation mode (``torch.nn.Module.eval``)."""
         ...
 
-    def propagate(self, X: torch.Tensor, Y: torch.Tensor | None, num_samples: int,
-                  mode: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """With ``mode="predict"`` (the one prediction uses) and Y None: K = ``num_samples`` predictive draws at
-        X [B, D]; the final moments of each, mean and variance [K, B, D_y] (the variance without σ²), and
-        two terms of the bounds that prediction ignores ([B, K] and [B])."""
+    def propagate_prior(self, X: torch.Tensor, num_samples: int) -> Predictive:
+        """K = ``num_samples`` predictive draws at X [B, D]: the final moments of each, mean and variance
+        [K, B, D_y] (the variance without σ²)."""
         ...
 
     def sample_predictive(self, X, num_samples: int = 1000, seed: int | None = None) -> np.ndarray:

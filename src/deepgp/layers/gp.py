@@ -110,8 +110,6 @@ class GPLayer(nn.Module):
         return conditional.prior_conditional(self.kernel, self.Z, H, full_cov, jitter=self.jitter, name=self.name,
                                              numerics=numerics)
 
-    _prior_conditional = prior_conditional  # (the name the SGHMC baseline calls)
-
     def project(self, H: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         """The layer's output from its input H [..., D_in] and GP values g [..., L]."""
         if self.P is not None:

@@ -7,7 +7,7 @@
   (:mod:`~deepgp_bench.baselines.sghmc`): inducing outputs sampled by SGHMC (Havasi et al. 2018).
 
 Each model has ``sample_predictive``, ``predictive_log_density`` (``kde``, ``mixture``; Linear also
-``exact``) and ``propagate(X, None, S, mode="predict")``, so :func:`deepgp.metrics.split_metrics`, the
+``exact``) and ``propagate_prior(X, S)``, so :func:`deepgp.metrics.split_metrics`, the
 runner and the estimator (:class:`deepgp_bench.estimator.BaselineRegressor`) treat it as one more model.
 """
 
@@ -19,8 +19,7 @@ import re
 from deepgp import DeepGP
 from deepgp.config import ModelConfig, TrainConfig, parse_spec, settings_of
 from deepgp.linalg import seeded
-from deepgp.model import torch_dtype
-from deepgp.validation import as_xy, check_device
+from deepgp.validation import as_xy, check_device, torch_dtype
 
 from ..config import SGHMCConfig
 from .cvae import CVAE, fit_cvae

@@ -15,8 +15,8 @@ Bounds of log p(y_n | x_n), summed over a minibatch of B points and scaled by N/
     IW: log (1/K) Σ_k N(y_n; f(z_k, x_n), σ²) p(z_k) / q(z_k | x_n, y_n)   (an IWAE, Burda et al. 2016)
 
 Prediction draws z from the prior, so p(y | x) = E_z N(y; f(z, x), σ²), a mixture: the same
-``propagate(..., mode="predict")`` contract as :class:`~deepgp.DeepGP` (final moments f(z, x)
-with zero variance), hence the same KDE and mixture estimators and metrics.
+``propagate_prior(X, K)`` contract as :class:`~deepgp.DeepGP` (final moments f(z, x) with zero
+variance), hence the same KDE and mixture estimators and metrics.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from torch import nn
 from deepgp import prediction
 from deepgp.likelihoods import GaussianLikelihood
 from deepgp.linalg import seeded, standard_normal
+from deepgp.protocols import Predictive
 from deepgp.training import Batches
 from deepgp.validation import as_model_data, check_positive_int, check_seed
 
@@ -121,14 +122,12 @@ class CVAE(nn.Module):
         return self.elbo(X, Y, method, num_samples)
 
     # -- prediction (DeepGP's contract) ----------------------------------------------------------
-    def propagate(self, X: torch.Tensor, Y, num_samples: int, mode: str):
-        """``mode="predict"`` only: z ~ N(0, I); mean f(z, x) [K, B, D_y], variance zeros [K, B, D_y]
-        (the noise σ² is the likelihood's), and zero log ratios [B, K] and KL [B], as DeepGP's."""
-        if mode != "predict":
-            raise ValueError(f"a CVAE propagates in 'predict' mode only, got {mode!r}")
+    def propagate_prior(self, X: torch.Tensor, num_samples: int) -> Predictive:
+        """K = ``num_samples`` draws z ~ N(0, I) at X [B, D]: mean f(z, x) [K, B, D_y] and variance zeros
+        [K, B, D_y] (the noise σ² is the likelihood's), as DeepGP's."""
         z = standard_normal((num_samples, X.shape[0], self.latent_dim), X)
         mean = self.decode(z, X)
-        return mean, torch.zeros_like(mean), X.new_zeros(X.shape[0], num_samples), X.new_zeros(X.shape[0])
+        return Predictive(mean, torch.zeros_like(mean))
 
     def sample_predictive(self, X, num_samples: int = 1000, seed: int | None = None) -> np.ndarray:
         """Draws of y at X [N, D] (z from the prior): numpy [S, N, D_y]."""

@@ -45,6 +45,7 @@ from torch import nn
 from deepgp import prediction
 from deepgp.layers import GPLayer
 from deepgp.linalg import seeded, standard_normal
+from deepgp.protocols import Predictive
 from deepgp.training import Batches
 from deepgp.validation import as_model_data, check_positive_int, check_seed
 
@@ -128,19 +129,17 @@ class SGHMCDeepGP(nn.Module):
 
     def log_likelihood(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
         """(N/B) Σ_b log N(y_b; μ_b, s_b² + σ²) at the current v, one sample through the inner layers (scalar)."""
-        mean, var, _, _ = self.dgp.propagate(X, None, 1, mode="independent")  # [B, 1, D_y]
-        return self.likelihood.log_predictive(Y, mean[:, 0], var[:, 0]).sum() * (self.num_data / X.shape[0])
+        final = self.dgp.propagate_posterior(X, None, 1, "independent")  # [B, 1, D_y]; GP layers only: no Y
+        return self.likelihood.log_predictive(Y, final.mean[:, 0], final.var[:, 0]).sum() * (self.num_data / X.shape[0])
 
     def log_prior(self) -> torch.Tensor:
         """log N(v; 0, I) up to its constant: −½ Σ_l ‖v_l‖²."""
         return -0.5 * sum(v.square().sum() for v in self.state())
 
     # -- prediction (DeepGP's contract) ----------------------------------------------------------
-    def propagate(self, X: torch.Tensor, Y, num_samples: int, mode: str):
-        """``mode="predict"`` only: K draws at X [B, D], draw k through the kept state v_(k); returns the
-        final layer's mean and variance [K, B, D_y] (var excludes σ²), zero log ratios [B, K] and KL [B]."""
-        if mode != "predict":
-            raise ValueError(f"an SGHMC deep GP propagates in 'predict' mode only, got {mode!r}")
+    def propagate_prior(self, X: torch.Tensor, num_samples: int) -> Predictive:
+        """K = ``num_samples`` draws at X [B, D], draw k through the kept state v_(k): the final layer's mean
+        and variance [K, B, D_y] (var excludes σ²)."""
         if not self.samples:
             raise ValueError("the SGHMC deep GP has no posterior samples yet: fit it first")
         kept = self.samples[0].shape[0]
@@ -152,8 +151,7 @@ class SGHMCDeepGP(nn.Module):
             var = Q.clamp_min(1e-12).unsqueeze(-1).expand_as(mean)
             if layer is not self.gp_layers[-1]:
                 H = layer.project(H, mean + var.sqrt() * standard_normal(mean.shape, mean))
-        zeros = X.new_zeros(X.shape[0], num_samples)
-        return mean, var, zeros, X.new_zeros(X.shape[0])
+        return Predictive(mean, var)
 
     def sample_predictive(self, X, num_samples: int = 1000, seed: int | None = None) -> np.ndarray:
         """Draws of y at X [N, D] over the kept samples: numpy [S, N, D_y]."""
