@@ -128,10 +128,14 @@ def _finite_rows(path, rows, values: dict, what: str) -> None:
 
 # -- registration -------------------------------------------------------------------------------
 def register(sub) -> None:
-    """Add demo / fit / predict / evaluate / plot to the CLI's sub-parsers."""
-    fmt = HelpFormatter
+    """Add demo / fit / predict / evaluate / convert / plot to the CLI's sub-parsers."""
+    for add in (_add_demo, _add_fit, _add_predict, _add_evaluate, _add_convert, _add_plot):
+        add(sub)
 
-    p = sub.add_parser("demo", formatter_class=fmt,
+
+def _add_demo(sub) -> None:
+    """The parser of ``deepgp demo``."""
+    p = sub.add_parser("demo", formatter_class=HelpFormatter,
                        help="fit four models to the 'DGP' letters, print a table, draw them",
                        description="Fit GP, GP-GP (VI), LV-GP and LV-GP-GP (IW) to the paper's 'DGP' letters set; "
                        "print test log densities and write DIR/demo.png with each posterior density.")
@@ -147,7 +151,10 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser("fit", formatter_class=fmt, help="fit a model to a CSV file and save it",
+
+def _add_fit(sub) -> None:
+    """The parser of ``deepgp fit``: one option per ModelConfig and TrainConfig setting."""
+    p = sub.add_parser("fit", formatter_class=HelpFormatter, help="fit a model to a CSV file and save it",
                        description="Fit a deep GP to DATA (CSV or CSV.gz with a header) and save it to --out.")
     p.add_argument("data", help="training data, .csv or .csv.gz with a header row")
     p.add_argument("--target", required=True, help="name of the column to predict")
@@ -161,7 +168,10 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_fit)
 
-    p = sub.add_parser("predict", formatter_class=fmt, help="predict with a saved model on a CSV file",
+
+def _add_predict(sub) -> None:
+    """The parser of ``deepgp predict``."""
+    p = sub.add_parser("predict", formatter_class=HelpFormatter, help="predict with a saved model on a CSV file",
                        description="Predictive mean, standard deviation, quantiles and optional samples for "
                        "every row of DATA, written as CSV (one row per input row, same order).")
     p.add_argument("model", help="model file from `deepgp fit`")
@@ -173,7 +183,11 @@ def register(sub) -> None:
                    help="Monte Carlo draws for mean/std/quantiles (default: the model's)")
     p.set_defaults(func=_predict)
 
-    p = sub.add_parser("evaluate", formatter_class=fmt, help="test log density, RMSE and CRPS of a saved model",
+
+def _add_evaluate(sub) -> None:
+    """The parser of ``deepgp evaluate``."""
+    p = sub.add_parser("evaluate", formatter_class=HelpFormatter,
+                       help="test log density, RMSE and CRPS of a saved model",
                        description="Mean test log predictive density (units of the target), RMSE of the "
                        "predictive mean and sample-based CRPS on DATA, which must hold the target column.")
     p.add_argument("model", help="model file from `deepgp fit`")
@@ -184,7 +198,10 @@ def register(sub) -> None:
                    help="Monte Carlo draws (default: the model's)")
     p.set_defaults(func=_evaluate)
 
-    p = sub.add_parser("convert", formatter_class=fmt,
+
+def _add_convert(sub) -> None:
+    """The parser of ``deepgp convert``."""
+    p = sub.add_parser("convert", formatter_class=HelpFormatter,
                        help="convert a deepgp 0.1 model file (a pickle) to the safe format",
                        description="Read OLD, a model file written by deepgp 0.1 (a pickle: opening it runs any code "
                        "it holds), and write it to NEW in the current format, which opening never runs code from. "
@@ -194,10 +211,20 @@ def register(sub) -> None:
     p.add_argument("--trust", action="store_true", help="confirm that OLD comes from a source you trust")
     p.set_defaults(func=_convert)
 
+
+def _add_plot(sub) -> None:
+    """The parser of ``deepgp plot`` and its kinds: prior, posterior, marginals."""
     p = sub.add_parser("plot", help="figures: prior draws, posterior densities, predictive marginals",
                        description="The paper's figures as PNG or PDF (chosen by the --out extension).")
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
-    q = kinds.add_parser("prior", formatter_class=fmt, help="prior draws on a 1-D input (paper Fig. 3, S6-S9)",
+    for add in (_add_plot_prior, _add_plot_posterior, _add_plot_marginals):
+        add(kinds)
+
+
+def _add_plot_prior(kinds) -> None:
+    """The parser of ``deepgp plot prior``."""
+    q = kinds.add_parser("prior", formatter_class=HelpFormatter,
+                         help="prior draws on a 1-D input (paper Fig. 3, S6-S9)",
                          description="Independent prior draws of each model on a 1-D input; LV models are drawn "
                          "for a grid of w values, which shows their stochastic fan.")
     q.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated model specs, one row each")
@@ -205,7 +232,11 @@ def register(sub) -> None:
     q.add_argument("--seed", type=seed, default=0)
     q.add_argument("--out", default="prior.png", help="figure file (.png or .pdf)")
     q.set_defaults(func=_plot_prior)
-    q = kinds.add_parser("posterior", formatter_class=fmt,
+
+
+def _add_plot_posterior(kinds) -> None:
+    """The parser of ``deepgp plot posterior``."""
+    q = kinds.add_parser("posterior", formatter_class=HelpFormatter,
                          help="posterior density images of 1-input models (Fig. 1, 5)",
                          description="p(y | x) as an image for each MODEL (models with one input column).")
     q.add_argument("models", nargs="+", help="model files from `deepgp fit`")
@@ -213,7 +244,12 @@ def register(sub) -> None:
     q.add_argument("--samples", type=positive_int, default=500, help="Monte Carlo draws per x")
     q.add_argument("--out", default="posterior.png", help="figure file (.png or .pdf)")
     q.set_defaults(func=_plot_posterior)
-    q = kinds.add_parser("marginals", formatter_class=fmt, help="standardised predictive marginals (Fig. 10-11)",
+
+
+def _add_plot_marginals(kinds) -> None:
+    """The parser of ``deepgp plot marginals``."""
+    q = kinds.add_parser("marginals", formatter_class=HelpFormatter,
+                         help="standardised predictive marginals (Fig. 10-11)",
                          description="Predictive marginals at rows of DATA, rescaled to zero mean and unit "
                          "variance, with the standard normal density dotted; one panel per MODEL.")
     q.add_argument("models", nargs="+", help="model files from `deepgp fit` (same input columns)")
