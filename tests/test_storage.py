@@ -4,6 +4,7 @@ import json
 import math
 import os
 
+import filelock
 import numpy as np
 import pytest
 import torch
@@ -243,3 +244,19 @@ def test_another_layout_of_the_same_kind_of_file_names_the_deepgp_that_reads_it(
     with pytest.raises(ValueError) as err:
         storage.read(tmp_path / "nv", storage.MODEL)
     assert "\n" not in str(err.value) and "written by" not in str(err.value)
+
+
+def test_without_flock_a_lock_file_beside_the_resolved_name_holds_the_lock(tmp_path, monkeypatch):
+    """Where the system has no flock (Windows), storage.locked takes filelock's lock on <resolved name>.lock:
+    held while the block runs (another taker times out), shared by a symbolic link's name, released after."""
+    monkeypatch.setattr(storage, "fcntl", None)
+    path, link = tmp_path / "rows.csv", tmp_path / "link.csv"
+    with storage.locked(path, create=True) as fd:
+        os.write(fd, b"a\n")
+        link.symlink_to(path)
+        with pytest.raises(filelock.Timeout):
+            filelock.FileLock(os.path.realpath(link) + ".lock", timeout=0).acquire()
+    with storage.locked(link) as fd:
+        os.write(fd, b"b\n")
+    assert path.read_bytes() == b"a\nb\n"
+    filelock.FileLock(str(path) + ".lock", timeout=0).acquire()  # released

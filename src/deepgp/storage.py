@@ -44,6 +44,7 @@ try:
 except ImportError:  # pragma: no cover (Windows)
     fcntl = None
 
+import filelock
 import numpy as np
 import torch
 from packaging.version import InvalidVersion, Version
@@ -206,8 +207,6 @@ def locked(path, create: bool = False):
     real = os.path.realpath(path)
     flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
     if fcntl is None:  # pragma: no cover (Windows)
-        import filelock
-
         with filelock.FileLock(real + ".lock"):
             fd = os.open(real, flags, 0o666)
             try:
