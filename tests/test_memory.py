@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -142,6 +143,9 @@ def test_the_model_is_counted_before_it_is_built(monkeypatch):
         DeepGPRegressor(model="GP-GP", hidden_dim=20_000, progress=False).fit(x, y[:, 0])
     with pytest.raises(memory.MemoryBudgetError, match=r"^num_inducing=10000000000 needs about inf GB of memory"):
         deepgp.DeepGP.build(ModelConfig(model="GP", num_inducing=10**10), 2, 1, num_data=10)  # beyond a tensor's count
+    with pytest.raises(memory.MemoryBudgetError, match=r"^encoder_hidden=20000,20000 needs about .* GB of memory for "
+                                                       r"the .* parameters of a LV-GP model"):
+        deepgp.DeepGP.from_spec("LV-GP", x, y, encoder_hidden=(20_000, 20_000))  # the encoder's weights, not the GPs
 
 
 def test_a_refusal_survives_being_sent_from_a_worker_process():
@@ -309,3 +313,16 @@ def test_prediction_that_needs_more_memory_than_there_is_is_refused_before_it_st
     assert not (tmp_path / "p.png").exists()
     assert [s.split(" needs")[0] for s in out["said"]] == [
         "num_samples=10000000", "n=10000000", "num_samples=10000000", "predict_samples=10000000"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/self/status (Linux)")
+def test_the_budget_is_within_the_processs_address_space_limit():
+    """Under ``ulimit -v`` an allocation past the limit fails as one past the memory does, so the budget
+    (what a refusal compares with) is at most the limit less what the process maps already."""
+    code = ("import resource, sys; from deepgp import memory; "
+            "mapped = memory._status('VmSize'); cap = int(mapped + 2**30); "
+            "resource.setrlimit(resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY)); "
+            "room = memory.available(); print(room <= cap - memory._status('VmSize') + 1, room > 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]

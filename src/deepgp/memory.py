@@ -95,7 +95,34 @@ def available(device=None) -> float:
             room = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) / 2
         except (ValueError, OSError, AttributeError):
             room = float(_FALLBACK)
-    return min(room, _cgroup_room())
+    return min(room, _cgroup_room(), _address_space_room())
+
+
+def _address_space_room() -> float:
+    """The process's address-space limit (``ulimit -v``, RLIMIT_AS) less the address space it maps now;
+    inf where none is set or it cannot be read: an allocation past it fails as one past the memory does."""
+    try:
+        import resource  # (POSIX only)
+
+        cap = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if cap == resource.RLIM_INFINITY or cap < 0:
+            return math.inf
+        mapped = _status("VmSize")
+    except (ImportError, OSError, ValueError):
+        return math.inf
+    return math.inf if mapped is None else max(float(cap) - mapped, 0.0)
+
+
+def _status(field: str) -> float | None:
+    """A size in bytes from /proc/self/status (Linux); None elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return float(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _meminfo(field: str) -> float | None:
@@ -145,10 +172,15 @@ def model_bytes(numel: int, dtype) -> int:
 
 
 def heaviest_setting(config, sizes: dict) -> tuple[str, object, str]:
-    """(setting, value, what goes with it) that a model's parameter count grows with: ``hidden_dim`` where
-    its inner layers hold most of ``sizes`` ({state name: elements}), else ``num_inducing``."""
+    """(setting, value, what goes with it) that a model's parameter count grows with: ``encoder_hidden``
+    where the encoders of q(w) hold most of ``sizes`` ({state name: elements}), ``hidden_dim`` where the
+    inner GP layers do, else ``num_inducing``."""
     final = len(parse_spec(config.model)) - 1
-    inner = sum(n for name, n in sizes.items() if name.startswith("layers.") and int(name.split(".")[1]) < final)
+    encoders = sum(n for name, n in sizes.items() if ".encoder." in name)
+    if 2 * encoders > sum(sizes.values()):  # the LV layers' encoders of q(w): their hidden widths
+        return "encoder_hidden", ",".join(map(str, config.encoder_hidden)), ""
+    inner = sum(n for name, n in sizes.items() if name.startswith("layers.") and int(name.split(".")[1]) < final
+                and ".encoder." not in name)
     if 2 * inner > sum(sizes.values()):
         return "hidden_dim", config.hidden_dim, f" with num_inducing={config.num_inducing}"
     return "num_inducing", config.num_inducing, ""
