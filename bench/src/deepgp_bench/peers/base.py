@@ -18,9 +18,6 @@ import torch
 # the early-stopping part: the last 10% of the training rows after a fixed permutation (default_rng(1000 +
 # split)), the validation part on which deepgp's recipe was chosen (benchmarks/time_to_quality.py --part validation)
 VALIDATION_FRACTION = 0.1
-# predictive draws are made for at most this many (draw, point) pairs at a time (a flow's draws go through
-# its network: 2,000 draws of 4,573 protein points at once would hold gigabytes of activations)
-_DRAW_BLOCK = 100_000
 
 
 def early_stopping_split(X: np.ndarray, y: np.ndarray, split: int):
@@ -55,6 +52,9 @@ class Peer:
 
     name = ""
     DEFAULTS: dict = {}
+    # predictive draws are made for at most this many (draw, point) pairs at a time: a bound on the memory
+    # of a block's draws and whatever the distribution holds per draw (a flow: its network's activations)
+    draw_block = 2_000_000
 
     def __init__(self, **settings):
         unknown = sorted(set(settings) - set(self.DEFAULTS))
@@ -75,7 +75,7 @@ class Peer:
     def log_density(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """log p(y_n | x_n), exact: X [N, D], y [N] → [N] float64."""
         out = []
-        for sl in _blocks(len(X), 1):
+        for sl in _blocks(len(X), 1, self.draw_block):
             dist = self.distribution(torch.as_tensor(X[sl], dtype=torch.float64))
             yt = torch.as_tensor(y[sl], dtype=torch.float64)
             out.append(dist.log_prob(yt[:, None] if dist.event_shape == (1,) else yt).double())
@@ -86,14 +86,15 @@ class Peer:
         """``num_samples`` draws of y from p(y | x_n) per point under ``seed``: X [N, D] → [S, N] float64."""
         out = []
         with seeded(seed):
-            for sl in _blocks(len(X), num_samples):
+            for sl in _blocks(len(X), num_samples, self.draw_block):
                 draws = self.distribution(torch.as_tensor(X[sl], dtype=torch.float64)).sample((num_samples,))
                 out.append(draws.reshape(num_samples, -1).double())
         return torch.cat(out, 1).numpy()
 
 
-def _blocks(n: int, num_samples: int) -> list[slice]:
-    size = max(1, _DRAW_BLOCK // max(num_samples, 1))
+def _blocks(n: int, num_samples: int, pairs: int) -> list[slice]:
+    """Slices of n points, each with at most ``pairs`` (draw, point) pairs (at least one point)."""
+    size = max(1, pairs // max(num_samples, 1))
     return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
 

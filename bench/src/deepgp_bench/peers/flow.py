@@ -16,6 +16,7 @@ class SplineFlow(NetworkPeer):
     """
 
     name = "flow"
+    draw_block = 100_000  # a draw goes through the network: 2,000 draws of 50 points hold ~100 MB of activations
     DEFAULTS = dict(transforms=3, hidden=(128, 128, 128), bins=8, lr=1e-3, batch_size=100, max_epochs=1000,
                     patience=20)
 

@@ -253,6 +253,79 @@ def _jsonable(settings: dict) -> dict:
     return json.loads(json.dumps(settings))  # (tuples as lists: the key compares equal after a reload)
 
 
+# -- tables ---------------------------------------------------------------------------------------------
+def _variant(row: dict, defaults: dict) -> str:
+    """A row's settings that differ from ``defaults`` (its peer's current ones), as "name=value, ..."."""
+    settings = row["key"]["settings"]
+    return ", ".join(f"{k}={_text(v)}" for k, v in settings.items() if _jsonable({k: defaults.get(k)})[k] != v)
+
+
+def _text(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def test_table(rows: list[dict], metric: str = "log_density", draws: int = 2000) -> str:
+    """Markdown: per data set, each peer's ``metric`` and fitting seconds as means over the splits (with the
+    number of splits when it is not the others'), and the best peer by that mean. Only rows of ``--part
+    test`` with the peers' current settings (their DEFAULTS) and ``draws``."""
+    from . import peer_classes
+
+    classes = peer_classes()
+    cells: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        k = row["key"]
+        if k["part"] == "test" and k["draws"] == draws and k["peer"] in classes and not _variant(
+                row, classes[k["peer"]].DEFAULTS):
+            cells.setdefault((k["dataset"], k["peer"]), []).append(row)
+    datasets = [d for d in DATASETS if any(d == key[0] for key in cells)]
+    datasets += sorted({key[0] for key in cells} - set(datasets))
+    lines = [f"| data set | {' | '.join(PEERS)} | best peer (s) |", "|---" * (len(PEERS) + 2) + "|"]
+    for d in datasets:
+        out, best = [], None
+        for q in PEERS:
+            found = cells.get((d, q), [])
+            values = [r[metric] for r in found if r[metric] is not None]
+            if not values:
+                out.append("")
+                continue
+            mean, seconds = float(np.mean(values)), float(np.mean([r["fit_seconds"] for r in found]))
+            splits = sorted(r["key"]["split"] for r in found)
+            out.append(f"{mean:.2f} ({seconds:.0f} s{'' if len(splits) == 3 else f', splits {splits}'})")
+            if best is None or mean > best[0]:
+                best = (mean, seconds, q)
+        label = f"{best[2]} {best[0]:.2f} ({best[1]:.0f})" if best else ""
+        lines.append(f"| {d} | {' | '.join(out)} | {label} |")
+    return "\n".join(lines)
+
+
+def screen_table(rows: list[dict], metric: str = "log_density") -> str:
+    """Markdown: the ``--part validation`` rows, per peer and settings variant, ``metric`` on each data set
+    and the variant's mean rank among its peer's variants over the data sets every variant has (1 = best)."""
+    from . import peer_classes
+
+    classes = peer_classes()
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for row in rows:
+        k = row["key"]
+        if k["part"] == "validation" and k["peer"] in classes and row[metric] is not None:
+            variant = _variant(row, classes[k["peer"]].DEFAULTS) or "(defaults)"
+            table.setdefault(k["peer"], {}).setdefault(variant, {})[k["dataset"]] = row[metric]
+    datasets = [d for d in DATASETS if any(d in v for t in table.values() for v in t.values())]
+    lines = [f"| peer | settings | {' | '.join(datasets)} | mean rank |", "|---" * (len(datasets) + 3) + "|"]
+    for q in [q for q in PEERS if q in table]:
+        variants = table[q]
+        common = [d for d in datasets if all(d in v for v in variants.values())]
+        ranks = {v: 0.0 for v in variants}
+        for d in common:
+            order = sorted(variants, key=lambda v: -variants[v][d])
+            for r, v in enumerate(order, 1):
+                ranks[v] += r / len(common)
+        for v, values in variants.items():
+            shown = " | ".join(f"{values[d]:.3f}" if d in values else "" for d in datasets)
+            lines.append(f"| {q} | {v} | {shown} | {ranks[v]:.2f} |")
+    return "\n".join(lines)
+
+
 # -- command line -----------------------------------------------------------------------------------------
 def parse_value(text: str):
     """"0.01" → 0.01, "20" → 20, "50,50" → (50, 50), "true"/"false" → bool, anything else stays text."""
@@ -290,6 +363,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data-dir", default=None, help="folder of NAME.csv.gz (default: $DEEPGP_DATA, then the cache)")
     p.add_argument("--out", default=str(DEFAULT_OUT))
+    p.add_argument("--table", action="store_true",
+                   help="print the table of --out's rows of --part (test: means over the splits; validation: the "
+                        "settings screen) instead of fitting")
+    p.add_argument("--metric", choices=("log_density", "kde", "crps", "val_log_density"), default="log_density")
     args = p.parse_args(argv)
     from . import make_peer, peer_classes
 
@@ -331,10 +408,14 @@ def main(argv=None) -> int:
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    out = Path(args.out)
+    if args.table:
+        rows, _ = read_rows(out)
+        print(test_table(rows, args.metric, args.draws) if args.part == "test" else screen_table(rows, args.metric))
+        return 0
     from deepgp.datasets import load_split, load_uci
 
     threads = thread_limits(args.threads)
-    out = Path(args.out)
     rows, damaged = read_rows(out)
     if damaged:
         print(f"{out}: ignoring damaged line(s) {damaged[:10]} (their fits run again)", flush=True)
