@@ -12,7 +12,8 @@ class SplineFlow(NetworkPeer):
     splines on [-5, 5] whose knots are a network of x; p(y | x) = N(f⁻¹(y; x)) |∂f⁻¹/∂y|, exact.
 
     zuko's documented settings (its README's example): 3 transforms, hidden layers 128 × 3, 8 bins,
-    Adam with lr 10⁻³; batches of 100 and early stopping on the held-out 10% of the training rows.
+    Adam with lr 10⁻³; batches of 100 and early stopping on the held-out 10% of the training rows after
+    20 epochs without a new best (lr and patience kept by a screen on validation parts, README.md).
     """
 
     name = "flow"

@@ -300,7 +300,10 @@ def test_table(rows: list[dict], metric: str = "log_density", draws: int = 2000)
 
 def screen_table(rows: list[dict], metric: str = "log_density") -> str:
     """Markdown: the ``--part validation`` rows, per peer and settings variant, ``metric`` on each data set
-    and the variant's mean rank among its peer's variants over the data sets every variant has (1 = best)."""
+    and the variant's mean rank among its peer's variants over the data sets every variant has (1 = best;
+    a variant's rank is that of its value, ties sharing their mean rank)."""
+    import scipy.stats
+
     from . import peer_classes
 
     classes = peer_classes()
@@ -316,10 +319,9 @@ def screen_table(rows: list[dict], metric: str = "log_density") -> str:
         variants = table[q]
         common = [d for d in datasets if all(d in v for v in variants.values())]
         ranks = {v: 0.0 for v in variants}
-        for d in common:
-            order = sorted(variants, key=lambda v: -variants[v][d])
-            for r, v in enumerate(order, 1):
-                ranks[v] += r / len(common)
+        for d in common:  # (tied values share their mean rank)
+            for v, r in zip(variants, scipy.stats.rankdata([-variants[v][d] for v in variants])):
+                ranks[v] += float(r) / len(common)
         for v, values in variants.items():
             shown = " | ".join(f"{values[d]:.3f}" if d in values else "" for d in datasets)
             lines.append(f"| {q} | {v} | {shown} | {ranks[v]:.2f} |")
