@@ -205,3 +205,9 @@ def test_non_finite_means_are_written_as_null():
     values, bad = finite_or_none({"a": 1.0, "b": float("-inf"), "c": float("nan"), "d": [1]})
     assert values == {"a": 1.0, "b": None, "c": None, "d": [1]} and bad == ["b", "c"]
     json.dumps(values, allow_nan=False)
+
+
+def test_set_values_parse_as_json_or_text():
+    from deepgp_bench.peers.run import parse_value
+
+    assert [parse_value(t) for t in ("0.01", "100", "true", "[16, 16]", "tanh")] == [0.01, 100, True, (16, 16), "tanh"]

@@ -330,17 +330,12 @@ def screen_table(rows: list[dict], metric: str = "log_density") -> str:
 
 # -- command line -----------------------------------------------------------------------------------------
 def parse_value(text: str):
-    """"0.01" → 0.01, "20" → 20, "50,50" → (50, 50), "true"/"false" → bool, anything else stays text."""
-    if "," in text:
-        return tuple(parse_value(part) for part in text.split(","))
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+    """A JSON value ("0.01", "100", "true", "[50, 50]" → a tuple), or the text itself."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return tuple(value) if isinstance(value, list) else value
 
 
 def parse_splits(text: str) -> list[int]:
