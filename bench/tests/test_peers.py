@@ -211,3 +211,20 @@ def test_set_values_parse_as_json_or_text():
     from deepgp_bench.peers.run import parse_value
 
     assert [parse_value(t) for t in ("0.01", "100", "true", "[16, 16]", "tanh")] == [0.01, 100, True, (16, 16), "tanh"]
+
+
+def test_test_table_means_over_splits_and_names_the_best():
+    """Only rows with a peer's current settings count; the means are over the splits present."""
+    from deepgp_bench.peers.run import _jsonable, test_table
+
+    def row(peer, split, value, seconds, **settings):
+        key = {"dataset": "boston", "split": split, "peer": peer, "part": "test", "draws": 2000,
+               "settings": _jsonable(make_peer(peer, **settings).settings)}
+        return {"key": key, "log_density": value, "fit_seconds": seconds, "fit_cpu_seconds": seconds / 2}
+
+    rows = [row("mdn", 0, 0.1, 4.0), row("mdn", 1, 0.3, 6.0), row("ensemble", 0, 0.5, 8.0, lr=0.5),
+            row("ensemble", 0, 0.15, 2.0)]
+    line = test_table(rows).splitlines()[2]
+    assert line.startswith("| boston | ")
+    assert "0.20 (5 s, CPU 2 s, splits [0, 1])" in line and "0.15 (2 s, CPU 1 s, splits [0])" in line
+    assert line.endswith("| mdn 0.20 (5 s, CPU 2 s) |") and "0.50" not in line

@@ -265,8 +265,9 @@ def _text(value) -> str:
 
 
 def test_table(rows: list[dict], metric: str = "log_density", draws: int = 2000) -> str:
-    """Markdown: per data set, each peer's ``metric`` and fitting seconds as means over the splits (with the
-    number of splits when it is not the others'), and the best peer by that mean. Only rows of ``--part
+    """Markdown: per data set, each peer's ``metric``, fitting seconds (wall clock) and the CPU seconds of its
+    process meanwhile, as means over the splits (naming the splits when they are not 0-2), and the best peer
+    by that mean. Only rows of ``--part
     test`` with the peers' current settings (their DEFAULTS) and ``draws``."""
     from . import peer_classes
 
@@ -279,7 +280,7 @@ def test_table(rows: list[dict], metric: str = "log_density", draws: int = 2000)
             cells.setdefault((k["dataset"], k["peer"]), []).append(row)
     datasets = [d for d in DATASETS if any(d == key[0] for key in cells)]
     datasets += sorted({key[0] for key in cells} - set(datasets))
-    lines = [f"| data set | {' | '.join(PEERS)} | best peer (s) |", "|---" * (len(PEERS) + 2) + "|"]
+    lines = [f"| data set | {' | '.join(PEERS)} | best peer |", "|---" * (len(PEERS) + 2) + "|"]
     for d in datasets:
         out, best = [], None
         for q in PEERS:
@@ -289,11 +290,13 @@ def test_table(rows: list[dict], metric: str = "log_density", draws: int = 2000)
                 out.append("")
                 continue
             mean, seconds = float(np.mean(values)), float(np.mean([r["fit_seconds"] for r in found]))
+            cpu = float(np.mean([r["fit_cpu_seconds"] for r in found]))
             splits = sorted(r["key"]["split"] for r in found)
-            out.append(f"{mean:.2f} ({seconds:.0f} s{'' if len(splits) == 3 else f', splits {splits}'})")
+            which = "" if splits == [0, 1, 2] else f", splits {splits}"
+            out.append(f"{mean:.2f} ({seconds:.0f} s, CPU {cpu:.0f} s{which})")
             if best is None or mean > best[0]:
-                best = (mean, seconds, q)
-        label = f"{best[2]} {best[0]:.2f} ({best[1]:.0f})" if best else ""
+                best = (mean, seconds, cpu, q)
+        label = f"{best[3]} {best[0]:.2f} ({best[1]:.0f} s, CPU {best[2]:.0f} s)" if best else ""
         lines.append(f"| {d} | {' | '.join(out)} | {label} |")
     return "\n".join(lines)
 
