@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import storage
 from .config import ModelConfig, SGHMCConfig, TrainConfig, settings_of
+from .early_stopping import split_rows
 from .linalg import seeded
 from .model import DeepGP, torch_dtype
 from .prediction import chunks, predictive_moments
@@ -118,7 +119,10 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
             self.model_, self.history_ = fit_baseline(self.model, self.method, Xs, Ys, architecture, train, sampler,
                                                       self.device)
             return self
-        model = DeepGP.from_config(architecture, Xs, Ys, seed=self.seed, device=self.device)
+        rows = slice(None)
+        if train.resolved().early_stopping:  # initialised from the rows fit trains on, as it holds out the rest
+            rows = split_rows(len(Xs), train.validation_fraction, train.seed)[0]
+        model = DeepGP.from_config(architecture, Xs[rows], Ys[rows], seed=self.seed, device=self.device)
         self.history_ = fit_model(model, Xs, Ys, config=train, progress=self.progress)
         self.model_ = model
         return self
