@@ -63,16 +63,22 @@ def test_a_score_that_never_improves_on_its_best_counts_and_a_non_finite_one_is_
     assert (history.best_iteration, history.stopped_at) == (2 * EVERY, 5 * EVERY)  # an equal score is no new best
 
 
-def test_the_returned_model_scores_the_best_recorded_score_and_trains_to_the_budget_otherwise():
+def test_the_returned_model_scores_the_best_recorded_score():
     x, y = problem()
     model = model_for(x, y)
-    history = deepgp.fit(model, x, y, patience=10**6, **{**SETTINGS, "iterations": 60})
+    history = deepgp.fit(model, x, y, patience=1, **{**SETTINGS, "iterations": 400})
     _, (Xh, Yh) = held_out(x, y)
     scores = history.evaluations[:, 1]
-    assert history.stopped_at is None and len(history) == 60 and len(scores) == 60 // EVERY
-    assert history.best_iteration == EVERY * (1 + int(np.argmax(scores)))
-    assert early_stopping.held_out_density(model, Xh, Yh) == scores.max()  # the same draws, the same process
+    assert history.stopped_at == len(history) == EVERY * len(scores) < 400  # a real score, stopped early
+    assert history.best_iteration == EVERY * (1 + int(np.argmax(scores))) < history.stopped_at
+    assert early_stopping.held_out_density(model, Xh, Yh) == scores.max() > scores[-1]  # same draws, same process
     assert history.seconds > 0
+
+
+def test_without_a_stop_it_trains_its_budget_and_returns_the_best_state_scored():
+    x, y = problem()
+    history = deepgp.fit(model_for(x, y), x, y, patience=10**6, **{**SETTINGS, "iterations": 32})
+    assert len(history) == 32 and history.stopped_at is None and len(history.evaluations) == 32 // EVERY
 
 
 def test_the_held_out_rows_are_in_no_step(monkeypatch):
