@@ -231,3 +231,15 @@ def test_the_command_line_takes_the_settings_and_says_where_the_best_state_was(t
                  "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "validation_fraction" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_captured_step_stops_where_the_eager_one_does():
+    x, y = problem()
+    eager, captured = model_for(x, y), model_for(x, y)
+    settings = {**SETTINGS, "iterations": 400, "patience": 1}
+    a = deepgp.fit(eager, x, y, capture=False, **settings)
+    b = deepgp.fit(captured, x, y, capture=True, **settings)
+    assert a.stopped_at is not None and np.array_equal(a.evaluations, b.evaluations)
+    assert (a.best_iteration, a.stopped_at) == (b.best_iteration, b.stopped_at)
+    for k, v in eager.state_dict().items():
+        assert torch.equal(v, captured.state_dict()[k]), k
