@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml bench/pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q torch==2.13.0
-	$(VENV)/bin/pip install -q -e '.[dev]' -e 'bench[distributed]'
+	$(VENV)/bin/pip install -q -e '.[dev]' -e 'bench[distributed,peers]'
 	touch $(STAMP)
 
 .PHONY: setup test test-fast demo lint typecheck check test-min dist figures

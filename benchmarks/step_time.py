@@ -1,15 +1,16 @@
 """Seconds per full training iteration of deepgp (and, with --peers, GPflux and GPyTorch).
 
     .venv/bin/python benchmarks/step_time.py [--dataset kin8nm] [--iterations 100] [--threads 1,2]
-        [--models GP-GP-GP,LV-GP-GP,LV-GP-GP-GP] [--inner-sampling independent,joint,batch] [--peers]
-        [--json benchmarks/results/FILE.json]
+        [--models GP-GP-GP,LV-GP-GP,LV-GP-GP-GP] [--inner-sampling independent,joint,batch]
+        [--vi-samples 1,5] [--peers] [--json benchmarks/results/FILE.json]
 
 One iteration is exactly what ``deepgp.fit`` does per step (one minibatch of B=512, the bound,
 backward, Adam step, natural-gradient step on the final layer's q(v)); M=128 inducing points,
 5 hidden GPs, float64, on a standardised UCI set from $DEEPGP_DATA. GP-GP-GP is trained by
-VI with one sample, LV models by IW with K=5. Every (model, thread count) runs in a fresh
-subprocess, so each gets its own peak RSS (ru_maxrss) and thread pool; the median over
-``--iterations`` timed iterations after ``--warmup`` is reported, with beside it:
+VI with one sample (``--vi-samples 1,5`` times K = 1 and K = 5 in the same rounds), LV models by
+IW with K=5. Every (model, thread count) runs in a fresh subprocess, so each gets its own peak RSS
+(ru_maxrss) and thread pool; the median over ``--iterations`` timed iterations after ``--warmup`` is
+reported, with beside it:
 
 * the FLOP count of the iteration for OUR implementation (``our_flops``) and the dense count of
   docs/paper-vs-code.md, "Cost per iteration" (``dense_flops``), both forward + backward
@@ -202,6 +203,7 @@ def worker(args) -> None:
     torch.set_num_threads(args.threads)
     X, Y = common.load_dataset(args.dataset)
     method, K = MODELS[args.worker]
+    K = args.num_samples or K
     model = deepgp.DeepGP.from_spec(args.worker, X, Y, num_inducing=common.INDUCING, hidden_dim=common.HIDDEN,
                                     latent_dim=1, seed=0, dtype=args.dtype)
     rss_before = common.peak_rss_mb()
@@ -327,6 +329,16 @@ def table(results: list[dict]) -> str:
             ind, other = by_sampling[m, t, "independent"], by_sampling[m, t, o]
             rows.append(f"| {m} | {t} | {o} | {ind['median_s'] / other['median_s']:.3f} "
                         f"| {fmt(paired_ratio(ind, other), '.3f')} | {ind['flops_ours'] / other['flops_ours']:.2f} |")
+    by_k = {(r["model"], r["threads"], r["num_samples"]): r for r in results
+            if r.get("name") == "deepgp" and not r.get("failed") and r["method"] == "vi"}
+    k_pairs = [(m, t, k) for m, t, k in by_k if k != 1 and (m, t, 1) in by_k]
+    if k_pairs:
+        rows += ["", "| model | threads | VI K / K = 1 | ratio of medians | median of per-round ratios |",
+                 "|---|---|---|---|---|"]
+        for m, t, k in k_pairs:
+            more, one = by_k[m, t, k], by_k[m, t, 1]
+            rows.append(f"| {m} | {t} | {k} | {more['median_s'] / one['median_s']:.3f} "
+                        f"| {fmt(paired_ratio(more, one), '.3f')} |")
     peers = [r for r in results if r.get("name") != "deepgp"]
     if peers:
         ours = {(r["model"], r["threads"]): r for r in results if r.get("name") == "deepgp"}
@@ -370,6 +382,9 @@ def main(argv=None) -> None:
     p.add_argument("--inner-sampling", default="",
                    help="IW's inner-layer draws, comma-separated to time them in the same rounds: independent, "
                         "joint (the paper's text), batch; default: the library's")
+    p.add_argument("--vi-samples", default="",
+                   help="K of the VI model, comma-separated to time them in the same rounds (default: 1)")
+    p.add_argument("--num-samples", type=int, default=None, help=argparse.SUPPRESS)  # (a worker's K)
     p.add_argument("--rounds", type=int, default=1,
                    help="repeat every process this many times, round-robin; report the median round of each")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -398,6 +413,7 @@ def main(argv=None) -> None:
     common_args = ["--dataset", args.dataset, "--iterations", str(args.iterations), "--warmup", str(args.warmup)]
     ours_args = ["--dtype", args.dtype]
     samplings = [s.strip() for s in args.inner_sampling.split(",") if s.strip()] or [""]
+    vi_samples = [int(k) for k in args.vi_samples.split(",") if k.strip()] or [None]
     if any(s not in SAMPLINGS for s in samplings if s):
         p.error(f"--inner-sampling: {args.inner_sampling!r}; choose from {', '.join(SAMPLINGS)}")
     runs: list[list[dict]] = []
@@ -407,11 +423,12 @@ def main(argv=None) -> None:
         results = []
         for t in threads:
             for m in models:
-                for s in samplings if MODELS[m][0] == "iw" else samplings[:1]:
-                    sampling = ["--inner-sampling", s] if s else []
+                iw = MODELS[m][0] == "iw"
+                for s, k in [(s, None) for s in samplings] if iw else [(samplings[0], k) for k in vi_samples]:
+                    sampling = (["--inner-sampling", s] if s else []) + (["--num-samples", str(k)] if k else [])
                     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", m, "--threads", str(t),
                            *common_args, *ours_args, *sampling]
-                    results.append(run(cmd, f"deepgp {m} threads={t}{f' {s}' if s else ''}"))
+                    results.append(run(cmd, f"deepgp {m} threads={t}{f' {s}' if s else ''}{f' K={k}' if k else ''}"))
             if args.peers or args.peers_only:
                 for name, script in PEERS.items():
                     if not Path(args.peers_python).exists():

@@ -49,7 +49,7 @@ def test_recipe_values_fill_only_what_is_unset():
     assert TrainConfig(recipe="paper", lr=0.03).resolved().lr == 0.03
     assert TrainConfig(recipe="paper", natgrad_inner=True).resolved().natgrad_inner is True
     assert RECIPE_VALUES["paper"] == dict(lr=0.005, gamma=0.01, gamma_warmup=0, decay=0.98, decay_every=1000,
-                                          natgrad_inner=False)
+                                          natgrad_inner=False, early_stopping=False)
     assert RECIPE_ITERATIONS["paper"] == 100_000
     for bad in (dict(recipe="quick"), dict(gamma=1.5), dict(lr=-1.0), dict(gamma_warmup=-1), dict(decay_every=0),
                 dict(natgrad_inner="yes")):

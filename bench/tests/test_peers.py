@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.integrate
 import torch
+
 from deepgp_bench.peers import make_peer
 from deepgp_bench.peers.base import early_stopping_split, mlp, train_early_stopping
 

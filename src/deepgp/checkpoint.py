@@ -3,7 +3,8 @@ says which run it belongs to.
 
 The file (:data:`deepgp.storage.CHECKPOINT`, written atomically by :mod:`deepgp.storage`) holds the
 model's and Adam's state, the learning-rate schedule, the bounds so far, the iteration, the minibatch
-order still to come, the CPU generator's state (and the GPU's, for a model on one) and the
+order still to come, the CPU generator's state (and the GPU's, for a model on one), early stopping's
+state where it is on (:class:`deepgp.early_stopping.EarlyStopping`: its scores, best state and count) and the
 fingerprint: a hash of the training data, the architecture and every training setting but the
 budget. A checkpoint resumes only the run that wrote it, and only a state that run could have
 written: anything else is a ValueError naming what differs or what is damaged, before anything is
@@ -39,6 +40,7 @@ class TrainingState:
     schedule: torch.optim.lr_scheduler.StepLR
     batches: object  # deepgp.training.Batches: its ``buffer`` of minibatch indices still to come
     history: list[float] = dataclasses.field(default_factory=list)
+    early_stopping: object = None  # deepgp.early_stopping.EarlyStopping, where the run stops early
 
 
 def fingerprint(model, X: torch.Tensor, Y: torch.Tensor, settings: dict) -> dict:
@@ -70,10 +72,12 @@ class Checkpoint:
         model = run.model
         # on a GPU the Monte-Carlo draws come from the device's generator: resume it too
         cuda = {"rng_cuda": torch.cuda.get_rng_state(model.device)} if model.device.type == "cuda" else {}
+        stopping = {} if run.early_stopping is None else {"early_stopping": run.early_stopping.state_dict()}
         storage.write(self.path, storage.CHECKPOINT, dict(
             model=model.state_dict(), adam=run.adam.state_dict(), schedule=run.schedule.state_dict(),
             history=torch.tensor(run.history, dtype=torch.float64), iteration=len(run.history),
-            batches=run.batches.buffer.cpu(), rng=torch.get_rng_state(), fingerprint=self.fingerprint, **cuda))
+            batches=run.batches.buffer.cpu(), rng=torch.get_rng_state(), fingerprint=self.fingerprint, **cuda,
+            **stopping))
 
     def resume(self, run: TrainingState) -> int:
         """Load the file into ``run`` and the generators after :meth:`validate`; the iteration to go on from."""
@@ -92,7 +96,7 @@ class Checkpoint:
         (:func:`check_state`; the message says the file is damaged)."""
         check_fingerprint(storage.field(state, "fingerprint", dict, self.path), self.fingerprint, self.path)
         try:
-            check_state(state, run.adam, run.schedule, self.fingerprint["num_data"])
+            check_state(state, run.adam, run.schedule, run.batches.n, run.early_stopping)
         except _DAMAGE as err:
             raise self._damaged(err) from None
 
@@ -115,17 +119,19 @@ def _load(state: dict, run: TrainingState) -> None:
     run.schedule.load_state_dict(state["schedule"])
     run.history = state["history"].tolist()
     run.batches.buffer = state["batches"].to(model.device)
+    if run.early_stopping is not None:
+        run.early_stopping.load_state_dict(state["early_stopping"])
     torch.set_rng_state(state["rng"])
     if "rng_cuda" in state and model.device.type == "cuda":
         torch.cuda.set_rng_state(state["rng_cuda"], model.device)
 
 
-def check_state(state: dict, adam, schedule, n: int) -> None:
+def check_state(state: dict, adam, schedule, n: int, early_stopping=None) -> None:
     """A checkpoint's training state, refused (ValueError) unless it is what this run could have
     written: the optimiser's and the schedule's settings as this run's, every Adam buffer of its
     parameter's shape and dtype, a history as long as the iteration count, minibatch indices in
-    range of ``n`` points. (A fused Adam step trusts its buffers' shapes: a wrong one would write out
-    of bounds.)"""
+    range of ``n`` points, and with ``early_stopping`` (the run's EarlyStopping) a state it could have
+    saved. (A fused Adam step trusts its buffers' shapes: a wrong one would write out of bounds.)"""
     iteration = state["iteration"]
     if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
         raise ValueError(f"iteration {iteration!r}")
@@ -146,6 +152,8 @@ def check_state(state: dict, adam, schedule, n: int) -> None:
         raise ValueError("its learning-rate schedule is not this run's")
     if sched["last_epoch"] != iteration or sched["_last_lr"] != [g["lr"] for g in state["adam"]["param_groups"]]:
         raise ValueError("its learning-rate schedule does not match its iteration")
+    if early_stopping is not None:
+        early_stopping.check_state(state["early_stopping"], iteration)
 
 
 def _check_adam(saved: dict, adam, iteration: int) -> None:
@@ -187,7 +195,7 @@ def check_fingerprint(saved: dict, current: dict, path) -> None:
         old = saved.get(part) if isinstance(saved.get(part), dict) else {}
         if part == "settings":  # a checkpoint from before a setting existed was written with its legacy value
             old = {**{f.name: f.metadata["legacy"] for f in dataclasses.fields(TrainConfig)
-                      if "legacy" in f.metadata}, **old}
+                      if "legacy" in f.metadata and f.name in current[part]}, **old}
         elif "spec" not in old:  # a model setting it lacks: its default, as a model file without it is read
             old = {**{f.name: f.metadata.get("legacy", f.default) for f in dataclasses.fields(ModelConfig)}, **old}
         new = current[part]

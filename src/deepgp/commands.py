@@ -281,8 +281,13 @@ def _fit(args) -> int:
     reg.fit(X, y)
     reg.columns_ = {"inputs": inputs, "target": args.target}
     reg.save(args.out)
-    bound = (f"final bound {reg.history_[-1] / len(y):.4f} per point" if len(reg.history_)
+    trained = getattr(reg.model_, "num_data", None) or len(y)  # (fewer than len(y) with early stopping)
+    bound = (f"final bound {reg.history_[-1] / trained:.4f} per point" if len(reg.history_)
              else "not trained (0 iterations)")
+    if getattr(reg.history_, "best_iteration", None) is not None:  # early stopping: the state it kept
+        stopped = reg.history_.stopped_at
+        bound += (f"; the held-out rows' best score at iteration {reg.history_.best_iteration:,}"
+                  + (f" (stopped at {stopped:,})" if stopped is not None else ""))
     print(f"fitted {reg.model} ({args.method}) on {len(y)} rows, inputs {inputs} -> target {args.target!r}; "
           f"{bound}; saved {args.out}")
     return 0

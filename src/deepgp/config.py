@@ -127,9 +127,12 @@ class ModelConfig:
 # time_to_quality.py): 4× the paper's Adam rate and 10× its γ (γ ramped up over the first 1,000
 # iterations), decayed ×0.8 per 1,000 iterations, so that 10,000 iterations anneal as far as the
 # paper's 100,000 (0.8^10 ≈ 0.98^100 ≈ 0.11). Every recipe has a value for every field below.
+# Early stopping is part of a recipe: "paper" never stops early (its protocol trains for the whole budget).
 RECIPE_VALUES = {
-    "paper": dict(lr=0.005, gamma=0.01, gamma_warmup=0, decay=0.98, decay_every=1000, natgrad_inner=False),
-    "fast": dict(lr=0.02, gamma=0.1, gamma_warmup=1000, decay=0.8, decay_every=1000, natgrad_inner=False),
+    "paper": dict(lr=0.005, gamma=0.01, gamma_warmup=0, decay=0.98, decay_every=1000, natgrad_inner=False,
+                  early_stopping=False),
+    "fast": dict(lr=0.02, gamma=0.1, gamma_warmup=1000, decay=0.8, decay_every=1000, natgrad_inner=False,
+                 early_stopping=False),
 }
 # the budget each recipe is meant for: `deepgp benchmark`'s default --iterations
 RECIPE_ITERATIONS = {"paper": 100_000, "fast": 10_000}
@@ -141,7 +144,7 @@ class TrainConfig:
     """How a deep GP is trained: the objective, the budget and the optimisers (one fused step each iteration).
 
     The optimiser's settings left at None (``lr``, ``gamma``, ``gamma_warmup``, ``decay``,
-    ``decay_every``, ``natgrad_inner``) take the values of ``recipe`` (:data:`RECIPE_VALUES`):
+    ``decay_every``, ``natgrad_inner``) and ``early_stopping`` take the values of ``recipe`` (:data:`RECIPE_VALUES`):
     :meth:`resolved` fills them in. A value given explicitly wins over the recipe's.
     """
 
@@ -174,6 +177,14 @@ class TrainConfig:
     natgrad_inner: bool | None = setting(None, "natural gradients (step gamma) on the inner GP layers' q(v) too; "
                                                "None: the recipe's", legacy=False)
     seed: int | None = setting(0, "seeds the initialisation, the minibatches and every Monte Carlo draw")
+    early_stopping: bool | None = setting(None, "hold out validation_fraction of the training rows (never trained "
+                                                "on), score them every validation_every iterations, stop after "
+                                                "patience scores without a new best and return the best model "
+                                                "scored; None: the recipe's (never with recipe='paper')",
+                                          legacy=False)
+    validation_fraction: float = setting(0.1, "early stopping: the fraction of the training rows held out, in (0, 1)")
+    validation_every: int = setting(100, "early stopping: iterations between two scores of the held-out rows")
+    patience: int = setting(10, "early stopping: scores without a new best before training stops")
 
     def __post_init__(self):
         check_declared(self)
@@ -185,6 +196,12 @@ class TrainConfig:
             raise ValueError(f"decay must be in (0, 1] (the factor applied every decay_every iterations), "
                              f"got {self.decay!r}")
         check_seed(self.seed)
+        if not check_positive_float("validation_fraction", self.validation_fraction) < 1:
+            raise ValueError(f"validation_fraction must be in (0, 1) (the fraction of the training rows held out), "
+                             f"got {self.validation_fraction!r}")
+        if self.early_stopping and self.recipe == "paper":
+            raise ValueError("early_stopping must be off with recipe='paper': the paper's protocol trains for the "
+                             "whole budget")
 
     def resolved(self) -> "TrainConfig":
         """This config with every field left at None filled in from its recipe (:data:`RECIPE_VALUES`)."""

@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import memory, storage, training
 from .config import ModelConfig, TrainConfig, settings_of
+from .early_stopping import split_rows
 from .linalg import seeded
 from .model import DeepGP
 from .prediction import check_memory, chunks, draw_chunks, mixture_moments
@@ -121,7 +122,10 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         iteration). The DeepGP of :class:`~deepgp.config.ModelConfig` trained by :func:`deepgp.fit`."""
         architecture, train = self.configs()[:2]  # (a subclass's configs come after these two)
         memory.check_training(DeepGP, architecture, train, len(X), X.shape[1], Y.shape[1], self.device)
-        model = DeepGP.from_config(architecture, X, Y, seed=self.seed, device=self.device)
+        rows = slice(None)
+        if train.resolved().early_stopping:  # initialised from the rows fit trains on, as it holds out the rest
+            rows = split_rows(len(X), train.validation_fraction, train.seed)[0]
+        model = DeepGP.from_config(architecture, X[rows], Y[rows], seed=self.seed, device=self.device)
         return model, training.fit(model, X, Y, config=train, progress=self.progress)
 
     def _draws(self) -> int:

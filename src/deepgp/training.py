@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from functools import partial
 
 import numpy as np
@@ -21,13 +22,48 @@ from . import memory, objectives, storage
 from .capture import capturable_adam
 from .checkpoint import Checkpoint, TrainingState, fingerprint
 from .config import TrainConfig, gamma_at
+from .early_stopping import EarlyStopping, split_rows
 from .linalg import Numerics, seeded
 from .natgrad import MAX_SKIPPED_IN_A_ROW, NaturalGradient
 from .runtime import settle_heap, training_numerics
 from .steps import Captured, Eager, Step, capture_mode
 from .validation import as_xy, check_magnitude, check_positive_int
 
-__all__ = ["Batches", "MAX_SKIPPED_IN_A_ROW", "fit", "train_config"]
+__all__ = ["Batches", "History", "MAX_SKIPPED_IN_A_ROW", "fit", "train_config"]
+
+
+class History(np.ndarray):
+    """What :func:`fit` returns: the bound at every iteration, numpy [T] (an ndarray; computations on it
+    give plain arrays), with the run's record as attributes:
+
+    * ``seconds``: the wall time of the ``fit`` call, from its start to the fitted model;
+    * with early stopping (None without): ``evaluations`` [E, 2], each score of the held-out rows as
+      (iterations done, mean log density); ``best_iteration``, the iterations done at the best score
+      (the state returned; None if no score was finite); ``stopped_at``, the iterations done when
+      training stopped early (None: it ran its budget, or was stopped by the callback).
+    """
+
+    seconds: float | None
+    evaluations: np.ndarray | None
+    best_iteration: int | None
+    stopped_at: int | None
+
+    def __new__(cls, bounds, seconds: float | None = None, stopping: EarlyStopping | None = None) -> "History":
+        out = np.asarray(bounds, dtype=np.float64).view(cls)
+        out.seconds = seconds
+        out.evaluations = (None if stopping is None
+                           else np.asarray(stopping.evaluations, dtype=np.float64).reshape(-1, 2))
+        out.best_iteration = None if stopping is None else stopping.best_iteration
+        out.stopped_at = None if stopping is None else stopping.stopped_at
+        return out
+
+    def __array_finalize__(self, obj) -> None:  # (a slice of a history keeps its record)
+        for name in ("seconds", "evaluations", "best_iteration", "stopped_at"):
+            setattr(self, name, getattr(obj, name, None))
+
+    def __array_wrap__(self, obj, context=None, return_scalar=False):
+        out = np.asarray(obj)  # a mean, a difference...: a number or a plain array, not a history
+        return out[()] if out.ndim == 0 else out
 
 
 class Batches:
@@ -56,8 +92,9 @@ def _adam(params, lr: float) -> torch.optim.Adam:
 
 def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, *, config: TrainConfig | None = None,
         progress: bool = True, callback=None, checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1000,
-        capture: bool | None = None, **settings) -> np.ndarray:
-    """Maximise ``model.elbo`` on (X, Y); returns the bound at every iteration (numpy [T]).
+        capture: bool | None = None, **settings) -> History:
+    """Maximise ``model.elbo`` on (X, Y); returns the bound at every iteration (numpy [T], a :class:`History`
+    that also holds the wall time and early stopping's record).
 
     The training settings are :class:`~deepgp.config.TrainConfig`'s: ``config``, with any of its
     fields given as keywords (``iterations=``, ``lr=``, ``seed=`` ...) taking precedence; ``method``
@@ -67,6 +104,12 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
     natural gradients (the final layer's with ``natgrad``, the inner layers' too with ``natgrad_inner``),
     their natural-gradient step γ_t (:func:`deepgp.config.gamma_at`: an optional warm-up, then the
     learning rate's staircase decay).
+
+    With ``early_stopping`` (:mod:`deepgp.early_stopping`) the last round(``validation_fraction``·N) rows of
+    a permutation drawn under ``seed`` are held out and never trained on (N, and the bound's scaling, are
+    the rows trained on); their mean predictive log density is scored every ``validation_every``
+    iterations, training stops after ``patience`` scores without a new best, and the model is left in
+    the best state scored (also when the budget or the callback ends the run first).
 
     Args:
         callback: called as ``callback(iteration, bound)`` after every step; return True to stop.
@@ -84,6 +127,7 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
     reported: a warning with their count, or a :class:`~deepgp.natgrad.NaturalGradientError` after
     ``MAX_SKIPPED_IN_A_ROW`` in a row (the step ``gamma`` is too large).
     """
+    started = time.perf_counter()
     settings.update({k: v for k, v in (("method", method), ("num_samples", num_samples)) if v is not None})
     cfg = _resolved(train_config(config, settings))
     checkpoint_every = check_positive_int("checkpoint_every", checkpoint_every)
@@ -92,7 +136,14 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
     X, Y = as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim, min_rows=2)
     check_magnitude(X, Y, model.dtype)
     memory.check_fit(model, X.shape[0], cfg)  # refused now, not by the operating system mid-step
-    saved = None if checkpoint is None else Checkpoint(checkpoint, fingerprint(model, X, Y, _acting(cfg, len(X))))
+    stopping, rows = None, (np.arange(len(X)), None)
+    if cfg.early_stopping:
+        rows = split_rows(len(X), cfg.validation_fraction, cfg.seed)
+    saved = None if checkpoint is None else Checkpoint(checkpoint, fingerprint(model, X, Y, _acting(cfg, len(rows[0]))))
+    if cfg.early_stopping:
+        fitted, held = (torch.as_tensor(r, device=model.device) for r in rows)
+        stopping = EarlyStopping(model, X[held], Y[held], cfg.validation_every, cfg.patience)
+        X, Y = X[fitted], Y[fitted]  # the held-out rows are in no step
     model.num_data = X.shape[0]
     objective, natural = _objective(cfg, model), _natural_gradient(cfg, model)
     captured, graph = capture_mode(capture, model.device)
@@ -100,14 +151,16 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
     adam = _optimiser(model, natural, cfg.lr, graph)
     schedule = torch.optim.lr_scheduler.StepLR(adam, step_size=cfg.decay_every, gamma=cfg.decay)
     with seeded(cfg.seed, model.device):
-        run = TrainingState(model, adam, schedule, Batches(X.shape[0], cfg.batch_size, model.device))
+        run = TrainingState(model, adam, schedule, Batches(X.shape[0], cfg.batch_size, model.device),
+                            early_stopping=stopping)
         start = saved.resume(run) if saved is not None and saved.exists() else 0
+        end = start if stopping is not None and stopping.stopped_at is not None else cfg.iterations  # (it had stopped)
         step = _step(run, X, Y, objective, numerics, natural, cfg, captured, graph)
         settle_heap(model.device)  # deepgp.runtime: fewer page faults per step; DEEPGP_SETTLE_HEAP=0 opts out
         bar = tqdm(total=cfg.iterations, initial=start, disable=not progress, desc=f"{model.spec} {cfg.method}",
                    leave=False)
         model.train()
-        for t in range(start, cfg.iterations):
+        for t in range(start, end):
             result = step(t, run.batches.next(), gamma_at(cfg, t))  # γ decays on the learning rate's staircase
             schedule.step()
             if natural is not None:
@@ -116,18 +169,21 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
             bar.update(1)
             if t % 25 == 0:
                 bar.set_postfix(bound=f"{result.bound / model.num_data:.4f}/pt")
+            stop = stopping is not None and stopping.due(t + 1) and stopping.evaluate(t + 1)
             if saved is not None and (t + 1) % checkpoint_every == 0:
                 saved.save(run)
-            if callback is not None and callback(t, result.bound):
+            if (callback is not None and callback(t, result.bound)) or stop:
                 break
         bar.close()
         if saved is not None:
-            saved.save(run)
+            saved.save(run)  # the state to go on from; early stopping's best state is saved beside it
         step.report(len(run.history) - start)
+        if stopping is not None:
+            stopping.restore()
     model.eval()
     if natural is not None:
         natural.warn_skipped(len(run.history) - start)  # (a warning at fit's caller)
-    return np.asarray(run.history)
+    return History(run.history, time.perf_counter() - started, stopping)
 
 
 def train_config(config: TrainConfig | None, settings: dict) -> TrainConfig:
@@ -147,10 +203,15 @@ def _resolved(cfg: TrainConfig) -> TrainConfig:
     return dataclasses.replace(cfg, lr=float(cfg.lr), gamma=float(cfg.gamma), decay=float(cfg.decay))
 
 
+EARLY_STOPPING = ("early_stopping", "validation_fraction", "validation_every", "patience")
+
+
 def _acting(cfg: TrainConfig, n: int) -> dict:
-    """Every setting but the budget, as it acts on ``n`` points: a batch of at least N is N, vi has no
-    inner sampling (what a checkpoint's fingerprint records)."""
-    acting = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "iterations"}
+    """Every setting but the budget, as it acts on ``n`` points trained on: a batch of at least N is N, vi
+    has no inner sampling, early stopping's settings only where it is on (what a checkpoint's
+    fingerprint records)."""
+    acting = {k: v for k, v in dataclasses.asdict(cfg).items()
+              if k != "iterations" and (cfg.early_stopping or k not in EARLY_STOPPING)}
     acting.update(batch_size=min(cfg.batch_size, n), inner_sampling=cfg.inner_sampling if cfg.method == "iw" else "-")
     return acting
 
