@@ -122,7 +122,7 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         iteration). The DeepGP of :class:`~deepgp.config.ModelConfig` trained by :func:`deepgp.fit`."""
         architecture, train = self.configs()[:2]  # (a subclass's configs come after these two)
         memory.check_training(DeepGP, architecture, train, len(X), X.shape[1], Y.shape[1], self.device)
-        rows = slice(None)
+        rows = np.arange(len(X))
         if train.resolved().early_stopping:  # initialised from the rows fit trains on, as it holds out the rest
             rows = split_rows(len(X), train.validation_fraction, train.seed)[0]
         model = DeepGP.from_config(architecture, X[rows], Y[rows], seed=self.seed, device=self.device)

@@ -115,19 +115,18 @@ def _address_space_room() -> float:
 
 def _status(field: str) -> float | None:
     """A size in bytes from /proc/self/status (Linux); None elsewhere."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return float(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    return _proc_size("/proc/self/status", field)
 
 
 def _meminfo(field: str) -> float | None:
+    """A size in bytes from /proc/meminfo (Linux); None elsewhere."""
+    return _proc_size("/proc/meminfo", field)
+
+
+def _proc_size(path: str, field: str) -> float | None:
+    """The ``field: N kB`` line of the /proc file ``path``, in bytes; None where it cannot be read."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
                 if line.startswith(field + ":"):
                     return float(line.split()[1]) * 1024
