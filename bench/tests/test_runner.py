@@ -365,6 +365,27 @@ def test_two_processes_on_one_results_file_run_each_configuration_once(tmp_path)
     assert not results.with_name("r.csv.claims").exists()  # every lock file removed with its row, then the folder
 
 
+def test_a_claims_folder_removed_by_another_run_while_claiming_is_made_again(tmp_path, monkeypatch):
+    # Another run's close() removes the empty folder just after mkdir found it there (the race that
+    # pathlib's mkdir(exist_ok=True) turns into FileExistsError, as it then finds no folder).
+    results = tmp_path / "r.csv"
+    todo = fake_configs("a")
+    folder = runner.claim_path(results, todo[0]).parent
+    real_mkdir, raced = os.mkdir, []
+
+    def mkdir_racing_a_finished_run(path, *args, **kwargs):
+        if os.fspath(path) == os.fspath(folder) and not raced:
+            raced.append(path)
+            real_mkdir(path, *args, **kwargs)
+            os.rmdir(path)  # (the other run's close)
+            raise FileExistsError(17, "File exists", os.fspath(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_racing_a_finished_run)
+    assert runner.run_benchmark(todo, results, run=fake_run, log=quiet) == 0
+    assert raced and len(runner.read_results(results)) == 1 and not folder.exists()
+
+
 def test_a_claim_left_by_a_killed_process_does_not_block_a_rerun(tmp_path):
     results = tmp_path / "r.csv"
     todo = fake_configs("a")

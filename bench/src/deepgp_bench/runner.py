@@ -619,6 +619,9 @@ def claim_path(results, config: dict) -> Path:
     return results.with_name(results.name + ".claims") / f"{name[:80]}-{digest}.lock"
 
 
+_CLAIM_ATTEMPTS = 20  # (each lost only to another run removing the claims folder in that instant)
+
+
 class _Claims:
     """This process's claims on the configurations of one results file (see the module docstring)."""
 
@@ -651,16 +654,21 @@ class _Claims:
         """The claim on ``config``, taken now; None where it is held (by another process, or here)."""
         if config_key(config) in self.held:
             return None
-        for attempt in (1, 2):
-            self.folder.mkdir(exist_ok=True)
+        for attempt in range(_CLAIM_ATTEMPTS):
+            # A run that finishes removes the folder when it is empty (close): between making it and locking
+            # in it, or inside mkdir between "it exists" and "it is a folder". Both are retried.
+            try:
+                os.mkdir(self.folder)
+            except FileExistsError:
+                pass
             lock = filelock.FileLock(str(claim_path(self.results, config)), timeout=0)
             try:
                 lock.acquire()
                 return lock
             except filelock.Timeout:
                 return None
-            except FileNotFoundError:
-                if attempt == 2:  # (the folder was removed by a run that finished, between mkdir and here)
+            except (FileNotFoundError, FileExistsError):
+                if attempt == _CLAIM_ATTEMPTS - 1:
                     raise
         return None
 
