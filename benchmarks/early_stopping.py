@@ -26,8 +26,10 @@ the validation density every ``--every`` iterations. ``--stop-now`` runs fit's o
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -51,7 +53,7 @@ def run_key(args, mode: str) -> dict:
 def train(args, out: Path) -> None:
     import torch
 
-    from deepgp import DeepGP, TrainConfig, fit
+    from deepgp import DeepGP, TrainConfig, fit, storage
     from deepgp.early_stopping import held_out_bound, held_out_density, split_rows
     from deepgp.runtime import training_numerics
     from deepgp.training import _objective, _resolved
@@ -61,10 +63,19 @@ def train(args, out: Path) -> None:
     X, Y, Xv, Yv = ttq.load_data(args)  # (the validation part: Xv, Yv)
     mode = "all-rows" if args.all_rows else "stopped" if args.stop_now else "held-out"
     key = run_key(args, mode)
-    done = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
-    if any(r.get("key") == key and r.get("done") for r in done):
+    runs, finals = read(out) if out.exists() else ({}, {})
+    name = json.dumps(key, sort_keys=True)
+    if name in finals:
         print(f"{key}: recorded already", flush=True)
         return
+    recorded = runs.get(name, {})
+    # an interrupted run resumes from its checkpoint (training resumes bit for bit) and records what it lacks
+    Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
+    checkpoint = Path(args.checkpoints) / (hashlib.sha1(name.encode()).hexdigest()[:16] + ".ckpt")
+    resumed = storage.read(checkpoint, storage.CHECKPOINT)["iteration"] if checkpoint.exists() else 0
+    if resumed and resumed not in recorded:
+        checkpoint.unlink()  # (its records were lost: start again)
+        resumed = 0
     cfg = TrainConfig(method=args.method, num_samples=args.num_samples, seed=args.split, iterations=args.iterations,
                       early_stopping=not args.all_rows, validation_every=args.every,
                       patience=args.patience if args.stop_now else NEVER)
@@ -74,10 +85,11 @@ def train(args, out: Path) -> None:
         Xh, Yh = (torch.as_tensor(a[held]) for a in (X, Y))
     model = DeepGP.from_config(_model_config(args), X[fit_rows], Y[fit_rows], seed=args.split)
     objective, numerics = _objective(_resolved(cfg), model), training_numerics()
-    start, spent = time.perf_counter(), [0.0]  # spent: this script's own evaluations
+    # spent: this script's own evaluations, less the seconds of training before the checkpoint resumed from
+    start, spent = time.perf_counter(), [-recorded[resumed]["seconds"] if resumed else 0.0]
 
     def record(t: int, bound: float) -> None:
-        if (t + 1) % args.every:
+        if (t + 1) % args.every or t + 1 in recorded:
             return
         t0 = time.perf_counter()
         rec = dict(key=key, iteration=t + 1, seconds=round(t0 - start - spent[0], 2))
@@ -94,8 +106,9 @@ def train(args, out: Path) -> None:
         spent[0] += time.perf_counter() - t0
 
     history = fit(model, X[fit_rows] if not cfg.early_stopping else X, Y[fit_rows] if not cfg.early_stopping else Y,
-                  config=cfg, progress=False, callback=record)
+                  config=cfg, progress=False, callback=record, checkpoint=checkpoint, checkpoint_every=5 * args.every)
     final = dict(key=key, done=True, iterations_run=len(history), seconds=round(history.seconds - spent[0], 2),
+                 resumed_from=resumed,
                  best_iteration=history.best_iteration, stopped_at=history.stopped_at,
                  validation_returned=float(np.mean(model.predictive_log_density(Xv, Yv, args.draws, seed=args.split))),
                  n_train=int(len(fit_rows)), n_validation=len(Xv), threads=args.threads)
@@ -148,31 +161,29 @@ def read(out: Path):
     return runs, finals
 
 
-def table(out: Path, everies: list[int], patiences: list[int]) -> str:
+def table(out: Path, everies: list[int], patiences: list[int], scores: tuple[str, ...] = ("density",)) -> str:
     runs, finals = read(out)
     held = {n: r for n, r in runs.items() if json.loads(n)["mode"] == "held-out" and n in finals}
-    lines = ["| data set | model | method | K | N trained | score every | patience | stops at | returns | "
-             "validation at stop | at its 10K | all rows at 10K | stop − its 10K | stop − all rows |",
-             "|" + " --- |" * 15]
+    lines = ["| data set | model | method | K | N trained | score | every | patience | stops at | returns | "
+             "validation returned | at its last | all rows at its last | returned − its last | "
+             "returned − all rows |", "|" + " --- |" * 15]
     tracking = ["| data set | model | method | scores | Spearman: density | Spearman: bound | "
                 "density s/score | bound s/score | step s (this run) |", "|" + " --- |" * 9]
     for name in sorted(held, key=lambda n: (json.loads(n)["model"], json.loads(n)["dataset"])):
         k, recs = json.loads(name), held[name]
         its = sorted(recs)
         base = k["every"]
-        dens = [recs[i]["density"] for i in its]
         val = {i: recs[i]["validation"] for i in its}
         rows_key = json.dumps({**k, "mode": "all-rows"}, sort_keys=True)
         all_rows = runs.get(rows_key, {})
         last = its[-1]
         full = all_rows.get(last, {}).get("validation")
-        for every in everies:
-            for patience in patiences:
-                best_at, stopped = simulate(dens, every, base, patience)
+        for score, every, patience in ((s, e, p) for s in scores for e in everies for p in patiences):
+                best_at, stopped = simulate([recs[i][score] for i in its], every, base, patience)
                 got = val[best_at] if best_at else float("nan")
                 lines.append("| " + " | ".join([
                     k["dataset"], k["model"], k["method"].upper(), str(k["num_samples"]),
-                    str(finals[name]["n_train"]), str(every), str(patience),
+                    str(finals[name]["n_train"]), score, str(every), str(patience),
                     f"{stopped:,}" if stopped else f"({last:,})", f"{best_at:,}" if best_at else "-",
                     f"{got:.3f}", f"{val[last]:.3f}", "" if full is None else f"{full:.3f}",
                     f"{got - val[last]:+.3f}", "" if full is None else f"{got - full:+.3f}"]) + " |")
@@ -180,7 +191,7 @@ def table(out: Path, everies: list[int], patiences: list[int]) -> str:
         step = (seconds[-1] - seconds[0]) / (its[-1] - its[0])
         tracking.append("| " + " | ".join([
             k["dataset"], k["model"], k["method"].upper(), str(len(its)),
-            f"{_spearman(dens, list(val.values())):.2f}",
+            f"{_spearman([recs[i]['density'] for i in its], list(val.values())):.2f}",
             f"{_spearman([recs[i]['bound'] for i in its], list(val.values())):.2f}",
             f"{np.median([recs[i]['density_s'] for i in its]):.3f}",
             f"{np.median([recs[i]['bound_s'] for i in its]):.3f}", f"{step:.3f}"]) + " |")
@@ -203,12 +214,15 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default=str(DEFAULT_OUT))
+    p.add_argument("--checkpoints", default=str(Path(tempfile.gettempdir()) / "deepgp-early-stopping"),
+                   help="a folder for the runs' checkpoints (an interrupted run resumes from its own)")
     p.add_argument("--table", action="store_true")
+    p.add_argument("--score", default="density", help="with --table: the held-out scores to stop by (density,bound)")
     args = p.parse_args()
     out = Path(args.out)
     if args.table:
         sys.stdout.write(table(out, [int(e) for e in str(args.every).split(",")],
-                               [int(e) for e in args.patience.split(",")]))
+                               [int(e) for e in args.patience.split(",")], tuple(args.score.split(","))))
         return
     if args.num_samples is None:
         args.num_samples = 5 if args.method == "iw" else 1
