@@ -20,7 +20,7 @@ from deepgp.datasets.uci import find_uci, list_uci, search_dirs
 from deepgp.plotting import check_figure_path, save_figure
 from deepgp.storage import check_output, write_bytes
 
-from . import __version__
+from . import __version__, compare
 from .config import BenchmarkConfig, SGHMCConfig
 from .report import against_paper_figure, write_report
 from .runner import (
@@ -107,8 +107,10 @@ def register_benchmark(sub) -> None:
 
 def register_report(sub) -> None:
     """Add ``report`` (the entry point ``deepgp report`` loads)."""
-    r = sub.add_parser("report", help="Markdown table of a results CSV beside the paper's Table 1")
-    r.add_argument("results", help="results CSV written by `deepgp benchmark`")
+    r = sub.add_parser("report", help="Markdown table of a results CSV beside the paper's Table 1, or of deepgp's "
+                       "time to quality beside the peers' (--peers)")
+    r.add_argument("results", nargs="?", default=None,
+                   help="results CSV written by `deepgp benchmark` (not with --peers)")
     r.add_argument("--paper", default=None,
                    help="the paper's Table 1 or S1 as CSV (dataset, MODEL_METHOD, MODEL_METHOD_se; S1 also Linear, "
                    "CVAE-50, ...): with S1 the report ends with every method side by side")
@@ -119,7 +121,19 @@ def register_report(sub) -> None:
                    help="column to compare (default: the paper's KDE protocol)")
     r.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
     r.add_argument("--figure", default=None, metavar="FILE.png",
-                   help="also draw ours − the paper per data set, one panel per column (needs --paper; .png or .pdf)")
+                   help="also draw ours − the paper per data set, one panel per column (needs --paper); with --peers, "
+                   "the test log density against wall seconds per data set (.png or .pdf)")
+    t = r.add_argument_group(
+        "time to quality against the peers", "--peers FILE instead of a results CSV: per data set and split, the best "
+        "peer (NGBoost, ensemble, MDN, spline flow), deepgp's curve and the training seconds at which it first passes "
+        "that peer (deepgp_bench.compare)")
+    t.add_argument("--peers", default=None, metavar="FILE.jsonl",
+                   help="the peers' rows (python -m deepgp_bench.peers.run), e.g. "
+                   "benchmarks/results/peers_quality.jsonl; its deepgp rows (peer: deepgp) are curves of the same run")
+    t.add_argument("--curves", default=None, metavar="FILE.jsonl",
+                   help="deepgp's curves (benchmarks/time_to_quality.py), e.g. benchmarks/results/time_to_quality.jsonl"
+                   "; a split's same-run curve in --peers is taken first")
+    t.add_argument("--datasets", default=None, help="comma-separated data sets to show (default: every one with both)")
     add_reference_settings(r)
     r.set_defaults(func=_report)
 
@@ -230,25 +244,72 @@ def _input_file(path: str, option: str) -> None:
         raise ValueError(f"{option} {path} is not a file (a folder or a pipe?)")
 
 
-def _report(args) -> int:
-    for option, path in (("the results file", args.results), ("--paper", args.paper), ("--shapiro", args.shapiro)):
-        if path is not None:  # ("" is a name given, not no --paper)
-            _input_file(path, option)
-    # every output, before any work: not a folder, a read-only file, one of the inputs or the other output
-    inputs = [args.results, args.paper, args.shapiro]
+def _check_outputs(args, inputs: list, make_folder: bool = False) -> None:
+    """Every output of ``report``, before any work: not a folder, a read-only file, one of the ``inputs``,
+    the other output, or (unless ``make_folder``, which creates the figure's) in a missing folder."""
     if args.out is not None:
         check_output(args.out, "the report", inputs, [("the figure", args.figure)])
     if args.figure is not None:
-        if args.paper is None:
-            raise ValueError("--figure draws ours against the paper: give its table with --paper")
         check_figure_path(args.figure)
-        Path(args.figure).parent.mkdir(parents=True, exist_ok=True)  # (as save_figure would)
+        if make_folder:
+            Path(args.figure).parent.mkdir(parents=True, exist_ok=True)  # (as save_figure would)
         check_output(args.figure, "the figure", inputs, [("the report", args.out)])
+
+
+def _report(args) -> int:
+    if args.peers is not None:
+        return _compare(args)
+    if args.results is None:
+        raise ValueError("give a results CSV written by `deepgp benchmark`, or --peers FILE")
+    for option in ("--curves", "--datasets"):
+        if getattr(args, option[2:]) is not None:
+            raise ValueError(f"{option} goes with --peers (the time to quality against the peers)")
+    for option, path in (("the results file", args.results), ("--paper", args.paper), ("--shapiro", args.shapiro)):
+        if path is not None:  # ("" is a name given, not no --paper)
+            _input_file(path, option)
+    if args.figure is not None and args.paper is None:
+        raise ValueError("--figure draws ours against the paper: give its table with --paper")
+    _check_outputs(args, [args.results, args.paper, args.shapiro], make_folder=True)
     figure = None
     reference = reference_of(args)
     text = write_report(args.results, None, args.paper, args.metric, args.shapiro, reference)
     if args.figure is not None:  # drawn before anything is written: a figure that cannot be is an error alone
         figure = against_paper_figure(args.results, args.paper, args.metric, reference=reference)
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        write_bytes(args.out, text.encode())
+        print(f"wrote {args.out}")
+    if figure is not None:
+        save_figure(figure, args.figure)
+        print(f"wrote {args.figure}")
+    return 0
+
+
+def _compare(args) -> int:
+    """``report --peers``: :mod:`deepgp_bench.compare`'s document, and with --figure its figure."""
+    given = [name for name, value in (("results file", args.results), ("--paper", args.paper),
+                                      ("--shapiro", args.shapiro)) if value is not None]
+    given += [f"--{name.replace('_', '-')}" for name in reference_of(args)]
+    if args.metric != "test_loglik_kde":
+        given.append("--metric")
+    if given:
+        raise ValueError(f"--peers: the comparison with the peers takes no {', '.join(given)} (the report of a "
+                         "results CSV does)")
+    datasets = None
+    if args.datasets is not None:
+        datasets = list(dict.fromkeys(d.strip() for d in args.datasets.split(",") if d.strip()))
+        if not datasets:
+            raise ValueError(f"--datasets names nothing (got {args.datasets!r})")
+    for option, path in (("--peers", args.peers), ("--curves", args.curves)):
+        if path is not None:
+            _input_file(path, option)
+    _check_outputs(args, [args.peers, args.curves])
+    peers = compare.read_peers(args.peers)
+    curves = compare.read_curves(args.curves) if args.curves is not None else None
+    comparisons = compare.compare(peers, curves, datasets)
+    text = compare.render(comparisons, args.peers, args.curves, peers.left_out)
+    figure = compare.figure(comparisons) if args.figure is not None else None  # (drawn before anything is written)
     if args.out is None:
         sys.stdout.write(text)
     else:
