@@ -229,3 +229,101 @@ def test_test_table_means_over_splits_and_names_the_best():
     assert line.startswith("| boston | ")
     assert "0.20 (5 s, CPU 2 s, splits [0, 1])" in line and "0.15 (2 s, CPU 1 s, splits [0])" in line
     assert line.endswith("| mdn 0.20 (5 s, CPU 2 s) |") and "0.50" not in line
+
+
+# -- deepgp's entry ---------------------------------------------------------------------------------------
+DEEPGP_QUICK = ["--set", "deepgp.iterations=40", "--set", "deepgp.curve=[10,20,40]", "--set", "deepgp.num_inducing=16"]
+
+
+def _run_deepgp(data_dir, out, *extra):
+    from deepgp_bench.peers.run import main
+
+    return main(["--datasets", "toy", "--splits", "0", "--peers", "deepgp", *DEEPGP_QUICK, "--draws", "50",
+                 "--data-dir", str(data_dir), "--out", str(out), *extra])
+
+
+def test_deepgp_entry_writes_its_curve(data_dir, tmp_path):
+    """deepgp trains on every training row, seeded with the split; its curve is scored at 10, 20 and 40
+    iterations and its last point is the final model's scores (bitwise: the same process and draws)."""
+    out = tmp_path / "rows.jsonl"
+    assert _run_deepgp(data_dir, out) == 0
+    row = json.loads(out.read_text())
+    assert row["key"]["peer"] == "deepgp" and row["key"]["settings"] == {
+        "estimator": "DeepGPRegressor", "iterations": 40, "curve": [10, 20, 40], "num_inducing": 16}
+    assert row["n_fit"] == row["n_train"] == 108 and row["n_val"] == 0 and row["val_log_density"] is None
+    assert row["fit_info"]["iterations"] == 40 and row["non_finite"] == []
+    curve = row["curve"]
+    assert [p["iterations"] for p in curve] == [10, 20, 40] and set(curve[0]) == {"iterations", "seconds",
+                                                                                 "log_density", "kde"}
+    assert curve[-1]["log_density"] == row["log_density"] and curve[-1]["kde"] == row["kde"]
+    assert curve[0]["seconds"] < curve[1]["seconds"] < curve[2]["seconds"] <= row["fit_seconds"]
+    assert _run_deepgp(data_dir, out) == 0 and len(out.read_text().splitlines()) == 1  # resumed: nothing new
+
+
+def test_deepgp_curve_changes_nothing_in_training():
+    """The fit with the curve scored during training, the same fit without it and ``DeepGPRegressor`` itself
+    end with the same parameters and bounds, bit for bit (one process): the curve's draws leave the training's
+    random stream as it was, and ``CallbackRegressor`` fits as the estimator does."""
+    from deepgp import DeepGPRegressor
+    from deepgp_bench.peers.run import scores
+
+    X, y = _data(100, seed=5)
+    settings = dict(iterations=20, num_inducing=16)
+    plain = DeepGPRegressor(**settings, seed=3, progress=False).fit(X, y)
+    quiet = make_peer("deepgp", **settings).fit(X, y, seed=3)
+    watched = make_peer("deepgp", **settings, curve=(5, 10, 20))
+    watched.watch(lambda: scores(watched, X[:30], y[:30], 40, seed=3)[0], 40)
+    watched.fit(X, y, seed=3)
+    assert quiet.curve is None and [p["iterations"] for p in watched.curve] == [5, 10, 20]
+    for other in (quiet.model, watched.model):
+        assert np.array_equal(other.history_, plain.history_)
+        ours, theirs = other.model_.state_dict(), plain.model_.state_dict()
+        assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert not watched.model.model_.training  # left for prediction, as the estimator leaves it
+
+
+def test_deepgp_curve_time_and_non_finite_scores(data_dir, tmp_path, monkeypatch):
+    """A curve's evaluations are taken out of the fit's seconds, and a non-finite curve score is written as
+    null and named in ``non_finite`` as the row's own means are."""
+    import time
+
+    import deepgp_bench.peers.run as run
+
+    real = run.scores
+
+    def slow_and_infinite(*args, **kwargs):
+        time.sleep(0.5)
+        means, per_point = real(*args, **kwargs)
+        return {**means, "kde": float("-inf")}, per_point
+
+    monkeypatch.setattr(run, "scores", slow_and_infinite)
+    out = tmp_path / "rows.jsonl"
+    assert _run_deepgp(data_dir, out) == 0
+    row = json.loads(out.read_text())
+    assert row["kde"] is None and [p["kde"] for p in row["curve"]] == [None] * 3
+    assert row["non_finite"] == ["kde", "curve[10].kde", "curve[20].kde", "curve[40].kde"]
+    assert row["fit_info"]["curve_seconds"] >= 1.5  # three evaluations of at least 0.5 s
+    # the fit's seconds are the last point's and the few steps after it, without its 0.5 s evaluation
+    assert 0 <= row["fit_seconds"] - row["curve"][-1]["seconds"] < 0.5
+
+
+def test_deepgp_settings_are_checked():
+    assert make_peer("deepgp").settings == {"estimator": "DeepGPRegressor", "iterations": 5000,
+                                            "curve": (250, 500, 1000, 2000, 3000, 5000)}
+    assert make_peer("deepgp", iterations=2500).curve_points() == [250, 500, 1000, 2000, 2500]
+    for bad, match in ((dict(seed=1), "set by the run"), (dict(nope=1), "unknown setting"),
+                       (dict(lr=-1.0), "lr"), (dict(curve=(20, 10)), "curve"), (dict(estimator="x"), "estimator")):
+        with pytest.raises(ValueError, match=match):
+            make_peer("deepgp", **bad)
+
+
+def test_test_table_shows_deepgp_beside_the_peers():
+    from deepgp_bench.peers.run import PEERS, _jsonable, test_table
+
+    rows = [{"key": {"dataset": "yacht", "split": 0, "peer": peer, "part": "test", "draws": 2000,
+                     "settings": _jsonable(make_peer(peer).settings)},
+             "log_density": value, "fit_seconds": 10.0, "fit_cpu_seconds": 9.0}
+            for peer, value in (("mdn", 1.5), ("deepgp", 2.5))]
+    header, _, line = test_table(rows).splitlines()
+    assert PEERS[-1] == "deepgp" and header.split(" | ")[len(PEERS)] == "deepgp"
+    assert line.endswith("| 2.50 (10 s, CPU 9 s, splits [0]) | deepgp 2.50 (10 s, CPU 9 s) |")

@@ -5,6 +5,8 @@ Each is a :class:`~deepgp_bench.peers.base.Peer`: ``fit(X, y, X_val, y_val, seed
 on (X_val, y_val), then the exact ``log_density(X, y)`` and ``sample(X, S, seed)``, y [N] in the
 split's standardised units. ``python -m deepgp_bench.peers.run`` fits them on the benchmark's splits.
 NGBoost needs ``ngboost``, the flow ``zuko`` (the ``peers`` extra); the ensemble and the MDN torch only.
+``deepgp`` is deepgp itself (``DeepGPRegressor()``, trained on all the training rows) in the same run, with
+its learning curve.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ def peer_classes() -> dict[str, type[Peer]]:
     """{name: class} of every peer (imported here, so that ``import deepgp_bench.peers`` needs neither
     ngboost nor zuko: each is imported when its peer fits)."""
     from .boosting import NGBoost
+    from .deepgp_peer import DeepGPPeer
     from .ensemble import DeepEnsemble
     from .flow import SplineFlow
     from .mdn import MixtureDensityNetwork
 
-    return {cls.name: cls for cls in (NGBoost, DeepEnsemble, MixtureDensityNetwork, SplineFlow)}
+    return {cls.name: cls for cls in (NGBoost, DeepEnsemble, MixtureDensityNetwork, SplineFlow, DeepGPPeer)}
 
 
 def make_peer(name: str, **settings) -> Peer:
-    """The peer ``name`` ("ngboost", "ensemble", "mdn", "flow") with ``settings`` over its defaults."""
+    """The peer ``name`` ("ngboost", "ensemble", "mdn", "flow", "deepgp") with ``settings`` over its defaults."""
     classes = peer_classes()
     if name not in classes:
         raise ValueError(f"unknown peer {name!r}; the peers are {sorted(classes)}")

@@ -52,6 +52,10 @@ class Peer:
 
     name = ""
     DEFAULTS: dict = {}
+    # False: trained on all the training rows, with no early-stopping part (fit gets X_val = y_val = None)
+    holds_out = True
+    # after fit, a peer that records a learning curve holds it here (a list of {"iterations", ...}); else None
+    curve: list[dict] | None = None
     # predictive draws are made for at most this many (draw, point) pairs at a time: a bound on the memory
     # of a block's draws and whatever the distribution holds per draw (a flow: its network's activations)
     draw_block = 2_000_000
@@ -62,6 +66,12 @@ class Peer:
             raise ValueError(f"{self.name}: unknown setting(s) {unknown}; its settings are {sorted(self.DEFAULTS)}")
         self.settings = {**self.DEFAULTS, **settings}
         self.fit_info: dict = {}
+
+    def watch(self, evaluate: Callable[[], dict], draws: int) -> None:
+        """Called by the run before ``fit``: ``evaluate()`` gives the run's scores (means over the points) of the
+        peer as it stands, ``draws`` is the run's predictive draws per point. A peer with an exact density and
+        no learning curve needs neither (deepgp's entry estimates its density from ``draws`` draws and scores
+        its curve with ``evaluate``)."""
 
     def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.ndarray, seed: int = 0) -> Peer:
         """Train on X [N, D], y [N], stopping early on X_val [N_val, D], y_val [N_val]; returns self."""

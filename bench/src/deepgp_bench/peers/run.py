@@ -8,6 +8,11 @@ The data are the runner's (``deepgp.datasets.load_split``: the paper's shuffle o
 most 10,000 test points, training-set standardisation) and every number is in its standardised units,
 as in the benchmark's rows. Each peer is fitted on the training rows less the last 10% of a fixed
 permutation (``base.early_stopping_split``), on which it stops early, seeded with the split number.
+``deepgp`` (in the default list, last) is ``deepgp.DeepGPRegressor()`` with its defaults in the same run and
+threads: trained on all the training rows (its default holds nothing out), seeded with the split, its
+density the mixture over ``--draws`` draws; its row also holds its learning curve (``"curve"``: the scores of
+the model after 250, 500, 1,000, 2,000, 3,000 and 5,000 iterations, each with the training seconds so far),
+and its ``val_log_density`` is null (``n_val`` 0).
 
 ``--part test`` scores the split's test points (all of them, as the benchmark's rows): the exact log
 density (mean over the points), the paper's KDE over ``--draws`` predictive draws per point
@@ -18,13 +23,14 @@ validation`` never touches the test points: it scores the last 10% of the traini
 permutation, so the validation part on which deepgp's recipe was chosen) and fits the peer on the
 rest, which it splits again for early stopping. The peers' settings were chosen there.
 
-A row also records the settings, the fitting seconds (wall clock from ``fit()`` to a fitted peer) and
-the process's CPU seconds in that time, the thread limits, the peak resident memory of the fit and of
-fit + evaluation, and the host's 1-minute load average at the start and end of the fit (the seconds are
-taken beside whatever else the machine runs). Rows are appended as each fit finishes (one write on an
-O_APPEND descriptor); fits already in ``--out`` (same data set, split, peer, settings, part and draws)
-are skipped, so a killed run loses only the fit in progress. A damaged line is ignored (its fit runs
-again). No row holds NaN or infinity: a non-finite mean is written as null and named in ``non_finite``.
+A row also records the settings, the fitting seconds (wall clock from ``fit()`` to a fitted peer, less a
+learning curve's own evaluations) and the process's CPU seconds in that time, the thread limits, the peak
+resident memory of the fit and of fit + evaluation, and the host's 1-minute load average at the start and end
+of the fit (the seconds are taken beside whatever else the machine runs). Rows are appended as each fit
+finishes (one write on an O_APPEND descriptor); fits already in ``--out`` (same data set, split, peer,
+settings, part and draws) are skipped, so a killed run loses only the fit in progress. A damaged line is
+ignored (its fit runs again). No row holds NaN or infinity: a non-finite mean is written as null and named in
+``non_finite`` (a curve's as ``curve[ITERATIONS].METRIC``).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 DATASETS = ("boston", "concrete", "energy", "yacht", "winered", "kin8nm", "power", "naval", "forest", "protein")
-PEERS = ("ngboost", "ensemble", "mdn", "flow")
+PEERS = ("ngboost", "ensemble", "mdn", "flow", "deepgp")
 DEFAULT_OUT = Path("benchmarks/results/peers_quality.jsonl")
 TTQ_POINTS = 2000  # benchmarks/time_to_quality.py's evaluation points: the first 2,000 test points
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -209,8 +215,12 @@ def run_fit(dataset: str, split: int, name: str, settings: dict, data, part: str
         X_eval, y_eval = data.X_test, data.Y_test[:, 0]
     else:  # scored on a held-out part of the training rows, trained (and stopped) on the rest
         X_train, y_train, X_eval, y_eval = early_stopping_split(X_train, y_train, split)
-    X_fit, y_fit, X_val, y_val = early_stopping_split(X_train, y_train, split)
     peer = make_peer(name, **settings)
+    if peer.holds_out:
+        X_fit, y_fit, X_val, y_val = early_stopping_split(X_train, y_train, split)
+    else:  # (deepgp's default trains on every training row for its whole budget)
+        X_fit, y_fit, X_val, y_val = X_train, y_train, None, None
+    peer.watch(lambda: scores(peer, X_eval, y_eval, draws, seed=split)[0], draws)
     how = reset_peak_memory()
     rss_before = peak_memory_mb(how)
     load_start = os.getloadavg()[0]
@@ -218,16 +228,26 @@ def run_fit(dataset: str, split: int, name: str, settings: dict, data, part: str
     cpu, wall = time.process_time(), time.perf_counter()
     peer.fit(X_fit, y_fit, X_val, y_val, seed=split)
     fit_seconds, fit_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    # a learning curve's evaluations are no part of the fit a user waits for
+    fit_seconds -= peer.fit_info.get("curve_seconds", 0.0)
+    fit_cpu -= peer.fit_info.get("curve_cpu_seconds", 0.0)
     load_end = os.getloadavg()[0]
     peak_fit = peak_memory_mb(how)
     wall = time.perf_counter()
-    val_log_density = float(np.mean(peer.log_density(X_val, y_val)))
+    val_log_density = None if X_val is None else float(np.mean(peer.log_density(X_val, y_val)))
     means, per_point = scores(peer, X_eval, y_eval, draws, seed=split)
     metrics = {**means, "val_log_density": val_log_density}
     if part == "test" and len(y_eval) > TTQ_POINTS:
         first = {k: float(np.mean(v[:TTQ_POINTS])) for k, v in per_point.items() if k != "squared_error"}
         metrics |= {f"{k}_first_{TTQ_POINTS}": v for k, v in first.items()}
     metrics, non_finite = finite_or_none(metrics)
+    curve = None
+    if peer.curve is not None:
+        curve = []
+        for point in peer.curve:
+            values, bad = finite_or_none(point)
+            curve.append(values)
+            non_finite += [f"curve[{point['iterations']}].{m}" for m in bad]
     row = {
         "key": {"dataset": dataset, "split": split, "peer": name, "settings": _jsonable(peer.settings), "part": part,
                 "draws": draws},
@@ -238,7 +258,8 @@ def run_fit(dataset: str, split: int, name: str, settings: dict, data, part: str
         "fit_cpu_seconds": round(fit_cpu, 3),
         "eval_seconds": round(time.perf_counter() - wall, 3),
         "fit_info": peer.fit_info,
-        "n_train": len(y_train), "n_fit": len(y_fit), "n_val": len(y_val), "n_eval": len(y_eval),
+        "n_train": len(y_train), "n_fit": len(y_fit), "n_val": 0 if y_val is None else len(y_val),
+        "n_eval": len(y_eval),
         "threads": threads,
         "peak_rss_mb": {"before_fit": rss_before, "fit": peak_fit, "fit_and_eval": peak_memory_mb(how), "how": how},
         "host_load": {"start": load_start, "end": load_end, "cores": os.cpu_count()},
@@ -246,6 +267,8 @@ def run_fit(dataset: str, split: int, name: str, settings: dict, data, part: str
         "cpu": _cpu(),
         "versions": _versions(),
     }
+    if curve is not None:
+        row["curve"] = curve
     return row
 
 
