@@ -40,6 +40,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import time_to_quality as ttq  # noqa: E402
 
+from deepgp.storage import check_writable  # noqa: E402
+
 DEFAULT_OUT = HERE / "results" / "early_stopping_validation.jsonl"
 NEVER = 10**9  # a patience no run reaches
 
@@ -227,6 +229,10 @@ def main() -> None:
     if args.num_samples is None:
         args.num_samples = 5 if args.method == "iw" else 1
     args.patience, args.every = int(args.patience), int(args.every)
+    try:  # before any training: --out must take a line, in a folder that exists (none is made)
+        check_writable(args.out, "--out's records")
+    except ValueError as err:
+        p.error(" ".join(str(err).split()))
     train(args, out)
 
 

@@ -144,7 +144,8 @@ def check_writable(path, what: str = "the file") -> Path:
     """``path`` as a Path, or a ValueError if a file cannot be written there (call before long work).
 
     Only a regular file is ever replaced (never a device, a pipe or a folder), and the folder must
-    take a new file: one is created and removed to find out, as :func:`write_bytes` will need it.
+    exist (none is made: a mistyped folder is an error, not a new tree) and take a new file: one is
+    created and removed to find out, as :func:`write_bytes` will need it.
     """
     if not isinstance(path, (str, os.PathLike)) or not str(path):
         raise ValueError(f"{what}: expected a file name, got {path!r}")
@@ -157,8 +158,9 @@ def check_writable(path, what: str = "the file") -> Path:
     if real.exists() and not os.access(real, os.W_OK):  # (write_bytes refuses to replace it)
         raise ValueError(f"cannot write {what} to {path}: it is read-only")
     folder = real.parent
-    if not folder.is_dir():
-        raise ValueError(f"cannot write {what} to {path}: the folder {path.parent} does not exist")
+    if not folder.is_dir():  # (a link's: the folder of the file it names, where the file would go)
+        named = path.parent if os.path.realpath(path.parent) == str(folder) else folder
+        raise ValueError(f"cannot write {what} to {path}: the folder {named} does not exist")
     probe = _temporary(real)
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
