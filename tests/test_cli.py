@@ -243,6 +243,27 @@ def test_predict_replaces_only_a_predictions_file(data, tmp_path, capsys, monkey
     assert out.read_text().splitlines()[0] == "mean,std,q0.05,q0.5,q0.95"
 
 
+@pytest.mark.parametrize("far", ["1e200", "1e300", "1.5e308"])
+def test_evaluate_on_a_target_beyond_float64_squares_says_one_line_and_no_warning(data, tmp_path, capsys, far):
+    """y = 1e200: its squared error overflows. The error names the line, alone (no numpy RuntimeWarning
+    printed before it)."""
+    import warnings
+
+    d, train, test, model = data
+    lines = test.read_text().splitlines()
+    cells = lines[3].split(",")
+    lines[3] = ",".join([*cells[:-1], far])
+    far_csv = tmp_path / "far.csv"
+    far_csv.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["evaluate", str(model), str(far_csv)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"deepgp evaluate: error: {far_csv}, line"), err
+    assert [str(w.message) for w in caught] == []
+
+
 def test_ignored_text_column_is_announced(data, tmp_path, capsys):
     _, train, _, _ = data
     capsys.readouterr()
