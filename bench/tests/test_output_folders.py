@@ -70,8 +70,11 @@ def estimator_spread(tmp_path, out, monkeypatch):
     module.main()
 
 
+WRITERS = [report, early_stopping, learning_curve, conclusions, longest_runs, estimator_spread]
+
+
 @pytest.mark.parametrize("how", ["folder", "link"])
-@pytest.mark.parametrize("writer", [report, early_stopping, learning_curve, conclusions, longest_runs, estimator_spread])
+@pytest.mark.parametrize("writer", WRITERS)
 def test_a_file_in_a_missing_folder_is_refused_and_no_folder_is_made(tmp_path, monkeypatch, capsys, writer, how):
     name = "f.png" if writer is report else "x.md" if writer in (conclusions, longest_runs) else "x.jsonl"
     missing = tmp_path / "nodir"
