@@ -72,7 +72,7 @@ def train(args, out: Path) -> None:
         return
     recorded = runs.get(name, {})
     # an interrupted run resumes from its checkpoint (training resumes bit for bit) and records what it lacks
-    Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
+    Path(args.checkpoints).mkdir(exist_ok=True)  # (in a folder that exists: main checked)
     checkpoint = Path(args.checkpoints) / (hashlib.sha1(name.encode()).hexdigest()[:16] + ".ckpt")
     resumed = storage.read(checkpoint, storage.CHECKPOINT)["iteration"] if checkpoint.exists() else 0
     if resumed and resumed not in recorded:
@@ -231,7 +231,8 @@ def main() -> None:
     args.patience, args.every = int(args.patience), int(args.every)
     try:  # before any training: --out must take a line, in a folder that exists (none is made)
         check_writable(args.out, "--out's records")
-    except ValueError as err:
+        ttq.check_checkpoints(args.checkpoints)
+    except (ValueError, ttq.UsageError) as err:
         p.error(" ".join(str(err).split()))
     train(args, out)
 

@@ -466,6 +466,16 @@ def checked_data(args):
         raise UsageError(f"--dataset {args.dataset}: {' '.join(str(err).split())}") from None
 
 
+def check_checkpoints(folder) -> None:
+    """UsageError unless ``--checkpoints`` names a folder, or one to make in a folder that exists (the
+    folder is made, never a tree of them for a mistyped name)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--checkpoints {folder} is a file, not a folder")
+    if not folder.exists() and not folder.parent.is_dir():
+        raise UsageError(f"--checkpoints {folder}: the folder {folder.parent} does not exist")
+
+
 def check_run_arguments(args) -> None:
     """UsageError for a value no run can use, before any training (``args.snapshots`` becomes the
     sorted list of iteration counts); ``--out`` must take a line in a folder that exists, and
@@ -495,11 +505,7 @@ def check_run_arguments(args) -> None:
                          f"got {args.dataset!r}")
     if args.data_dir is not None and not Path(args.data_dir).is_dir():  # (not $DEEPGP_DATA in its place)
         raise UsageError(f"--data-dir {args.data_dir} is not a folder")
-    checkpoints = Path(args.checkpoints)
-    if checkpoints.exists() and not checkpoints.is_dir():
-        raise UsageError(f"--checkpoints {args.checkpoints} is a file, not a folder")
-    if not checkpoints.exists() and not checkpoints.parent.is_dir():  # (the folder is made, not a tree)
-        raise UsageError(f"--checkpoints {args.checkpoints}: the folder {checkpoints.parent} does not exist")
+    check_checkpoints(args.checkpoints)
     try:  # (the name as given: "" is no file name, where Path("") would be the current folder)
         check_writable(args.out, "--out's records")
     except ValueError as err:

@@ -89,3 +89,14 @@ def test_a_file_in_a_missing_folder_is_refused_and_no_folder_is_made(tmp_path, m
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and f"the folder {missing} does not exist" in err[-1]
     assert not missing.exists()
+
+
+def test_early_stopping_makes_its_checkpoints_folder_only_in_a_folder_that_exists(tmp_path, monkeypatch, capsys):
+    module = script(BENCHMARKS / "early_stopping.py")
+    monkeypatch.setattr(module, "train", lambda *a: pytest.fail("trained"))
+    monkeypatch.setattr(sys, "argv", ["early_stopping.py", "--out", str(tmp_path / "x.jsonl"),
+                                      "--checkpoints", str(tmp_path / "nodir" / "ck")])
+    with pytest.raises(SystemExit) as exit_:
+        module.main()
+    assert exit_.value.code == 2 and f"the folder {tmp_path / 'nodir'} does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "nodir").exists()
