@@ -40,6 +40,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import time_to_quality as ttq  # noqa: E402
 
+from deepgp.storage import check_writable  # noqa: E402
+
 DEFAULT_OUT = HERE / "results" / "early_stopping_validation.jsonl"
 NEVER = 10**9  # a patience no run reaches
 
@@ -70,7 +72,7 @@ def train(args, out: Path) -> None:
         return
     recorded = runs.get(name, {})
     # an interrupted run resumes from its checkpoint (training resumes bit for bit) and records what it lacks
-    Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
+    Path(args.checkpoints).mkdir(exist_ok=True)  # (in a folder that exists: main checked)
     checkpoint = Path(args.checkpoints) / (hashlib.sha1(name.encode()).hexdigest()[:16] + ".ckpt")
     resumed = storage.read(checkpoint, storage.CHECKPOINT)["iteration"] if checkpoint.exists() else 0
     if resumed and resumed not in recorded:
@@ -227,6 +229,11 @@ def main() -> None:
     if args.num_samples is None:
         args.num_samples = 5 if args.method == "iw" else 1
     args.patience, args.every = int(args.patience), int(args.every)
+    try:  # before any training: --out must take a line, in a folder that exists (none is made)
+        check_writable(args.out, "--out's records")
+        ttq.check_checkpoints(args.checkpoints)
+    except (ValueError, ttq.UsageError) as err:
+        p.error(" ".join(str(err).split()))
     train(args, out)
 
 

@@ -181,7 +181,6 @@ def append(out: Path, record: dict) -> None:
     on a line of its own, so that the cut line alone is skipped when read. A value JSON cannot hold
     (NaN, an infinity) is a ValueError, before anything is written."""
     line = json.dumps(record, allow_nan=False) + "\n"
-    out.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(out, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
@@ -231,7 +230,7 @@ def run_deepgp(args, overrides: dict, out: Path, data=None) -> None:
     key = deepgp_key(args, overrides, model_cfg, len(X))
     products = training_products_dtype(getattr(torch, model_cfg.dtype))
     done = done_snapshots(out, key)
-    Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
+    Path(args.checkpoints).mkdir(exist_ok=True)  # (in a folder that exists: check_run_arguments)
     checkpoint = checkpoint_path(args, key)
     seconds = 0.0
     for iterations in args.snapshots:
@@ -431,7 +430,7 @@ def run(args) -> None:
     if args.table:
         from deepgp_bench.runner import parse_splits
 
-        for name, path in (("--out", out), ("--paper", args.paper)):
+        for name, path in (("--out", args.out), ("--paper", args.paper)):
             if path is not None and not Path(path).is_file():
                 raise UsageError(f"{name} {path}: no such file")
         try:
@@ -467,9 +466,20 @@ def checked_data(args):
         raise UsageError(f"--dataset {args.dataset}: {' '.join(str(err).split())}") from None
 
 
+def check_checkpoints(folder) -> None:
+    """UsageError unless ``--checkpoints`` names a folder, or one to make in a folder that exists (the
+    folder is made, never a tree of them for a mistyped name)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--checkpoints {folder} is a file, not a folder")
+    if not folder.exists() and not folder.parent.is_dir():
+        raise UsageError(f"--checkpoints {folder}: the folder {folder.parent} does not exist")
+
+
 def check_run_arguments(args) -> None:
     """UsageError for a value no run can use, before any training (``args.snapshots`` becomes the
-    sorted list of iteration counts); ``--out`` must take a line and ``--checkpoints`` be a folder."""
+    sorted list of iteration counts); ``--out`` must take a line in a folder that exists, and
+    ``--checkpoints`` be a folder or one to make in a folder that exists (no tree is made for a typo)."""
     from deepgp.storage import check_writable
 
     try:
@@ -495,15 +505,12 @@ def check_run_arguments(args) -> None:
                          f"got {args.dataset!r}")
     if args.data_dir is not None and not Path(args.data_dir).is_dir():  # (not $DEEPGP_DATA in its place)
         raise UsageError(f"--data-dir {args.data_dir} is not a folder")
-    if Path(args.checkpoints).exists() and not Path(args.checkpoints).is_dir():
-        raise UsageError(f"--checkpoints {args.checkpoints} is a file, not a folder")
-    out = Path(args.out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        check_writable(out, "--out's records")
-    except (ValueError, OSError) as err:
+    check_checkpoints(args.checkpoints)
+    try:  # (the name as given: "" is no file name, where Path("") would be the current folder)
+        check_writable(args.out, "--out's records")
+    except ValueError as err:
         raise UsageError(" ".join(str(err).split())) from None
-    check_records_file(out)
+    check_records_file(Path(args.out))
 
 
 if __name__ == "__main__":

@@ -182,6 +182,88 @@ def test_error_paths(data, tmp_path, capsys):
         assert "Traceback" not in err
 
 
+RESULTS_CSV = b"dataset,model,method,split,seed,test_loglik_kde\nboston,GP,vi,0,0,-2.5\n"
+
+
+@pytest.mark.parametrize("there", ["data", "results", "predictions", "text", "checkpoint"])
+def test_fit_replaces_only_a_model_file(data, tmp_path, capsys, monkeypatch, there):
+    """``deepgp fit --out X`` where X is a data CSV, a results file, predictions, a checkpoint, any file that is
+    no model: one line naming X, exit 2, before any training, and X byte for byte as it was."""
+    from deepgp import estimator, storage
+
+    d, train, test, model = data
+    out = tmp_path / "x"
+    content = {"data": test.read_bytes(), "results": RESULTS_CSV, "predictions": b"mean,std,q0.5\n1.0,2.0,1.0\n",
+               "text": b"notes\n"}.get(there)
+    if there == "checkpoint":
+        storage.write(out, storage.CHECKPOINT, {"iteration": 1})
+        content = out.read_bytes()
+    else:
+        out.write_bytes(content)
+    monkeypatch.setattr(estimator.DeepGPRegressor, "fit", lambda *a, **k: pytest.fail("trained"))
+    capsys.readouterr()
+    assert main(["fit", str(train), "--target", "y", "--out", str(out), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot write the model to {out}: the file there is not a model file" in err
+    assert out.read_bytes() == content
+
+
+def test_fit_replaces_a_model_file_or_an_empty_file(data, tmp_path, capsys):
+    d, train, test, model = data
+    for content in (model.read_bytes(), b""):
+        out = tmp_path / "again.safetensors"
+        out.write_bytes(content)
+        assert main(["fit", str(train), "--target", "y", "--out", str(out), "--iterations", "2", *FAST[2:]]) == 0
+        assert DeepGPRegressor.load(out).columns_["target"] == "y"
+
+
+@pytest.mark.parametrize("there", ["model", "results", "data", "text"])
+def test_predict_replaces_only_a_predictions_file(data, tmp_path, capsys, monkeypatch, there):
+    """``deepgp predict M D --out X`` where X is a model, a results file, a data CSV: one line naming X, exit 2,
+    before the model is loaded, and X as it was; a previous predictions file is replaced."""
+    from deepgp import commands
+
+    d, train, test, model = data
+    out = tmp_path / "x.csv"
+    content = {"model": model.read_bytes(), "results": RESULTS_CSV, "data": test.read_bytes(),
+               "text": b"mean,std,notes\n"}[there]
+    out.write_bytes(content)
+    with monkeypatch.context() as m:
+        m.setattr(commands, "load_regressor", lambda *a: pytest.fail("loaded the model"))
+        capsys.readouterr()
+        assert main(["predict", str(model), str(test), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot write the predictions to {out}: the file there is not a predictions" in err
+    assert out.read_bytes() == content
+    if there == "model":
+        assert "it is a model saved by deepgp" in err
+    out.unlink()
+    for args in (["--quantiles", "0.05,0.5"], ["--samples", "2", "--quantiles", "1e-07"], []):  # each replaces the last
+        assert main(["predict", str(model), str(test), "--out", str(out), *args]) == 0
+    assert out.read_text().splitlines()[0] == "mean,std,q0.05,q0.5,q0.95"
+
+
+@pytest.mark.parametrize("far", ["1e200", "1e300", "1.5e308"])
+def test_evaluate_on_a_target_beyond_float64_squares_says_one_line_and_no_warning(data, tmp_path, capsys, far):
+    """y = 1e200: its squared error overflows. The error names the line, alone (no numpy RuntimeWarning
+    printed before it)."""
+    import warnings
+
+    d, train, test, model = data
+    lines = test.read_text().splitlines()
+    cells = lines[3].split(",")
+    lines[3] = ",".join([*cells[:-1], far])
+    far_csv = tmp_path / "far.csv"
+    far_csv.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["evaluate", str(model), str(far_csv)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"deepgp evaluate: error: {far_csv}, line"), err
+    assert [str(w.message) for w in caught] == []
+
+
 def test_ignored_text_column_is_announced(data, tmp_path, capsys):
     _, train, _, _ = data
     capsys.readouterr()

@@ -138,14 +138,42 @@ def test_the_model_is_counted_before_it_is_built(monkeypatch):
                                                        r"of memory for the 18,6\d\d,\d+ parameters of a GP-GP model, "
                                                        r"more than the 0.105 GB available"):
         deepgp.DeepGP.from_spec("GP-GP", x, y, hidden_dim=20_000)
-    with pytest.raises(memory.MemoryBudgetError, match=r"^num_samples=5 with batches of 30 points, num_inducing=30 "
-                                                       r"and hidden_dim=20000 needs about .* GB of memory for train"):
+    with pytest.raises(memory.MemoryBudgetError, match=r"^hidden_dim=20000 with num_inducing=30 needs about .* GB "
+                                                       r"of memory for training GP-GP"):  # (its 20,000 GPs, not K=5)
         DeepGPRegressor(model="GP-GP", hidden_dim=20_000, progress=False).fit(x, y[:, 0])
     with pytest.raises(memory.MemoryBudgetError, match=r"^num_inducing=10000000000 needs about inf GB of memory"):
         deepgp.DeepGP.build(ModelConfig(model="GP", num_inducing=10**10), 2, 1, num_data=10)  # beyond a tensor's count
     with pytest.raises(memory.MemoryBudgetError, match=r"^encoder_hidden=20000,20000 needs about .* GB of memory for "
                                                        r"the .* parameters of a LV-GP model"):
         deepgp.DeepGP.from_spec("LV-GP", x, y, encoder_hidden=(20_000, 20_000))  # the encoder's weights, not the GPs
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--latent-dim", "100000000"], "--latent-dim=100000000 needs about"),
+    (["--num-samples", "10000000"], "--num-samples=10000000 with batches of 60 points, "),
+    (["--hidden-dim", "1000000"], "--hidden-dim=1000000 with num_inducing=60 needs about"),
+    (["--num-inducing", "3000", "--model", "GP"], "--num-inducing=3000 needs about"),  # (at most N: 3,000 rows)
+    (["--encoder-hidden", "100000,100000"], "--encoder-hidden=100000,100000 needs about"),
+    (["--latent-dim", "100000", "--num-samples", "50"], "--latent-dim=100000 needs about"),
+    (["--latent-dim", "1000", "--num-samples", "10000000"], "--num-samples=10000000 with batches"),
+], ids=["latent", "samples", "hidden", "inducing", "encoder", "latent-over-samples", "samples-over-latent"])
+def test_a_refused_fit_names_the_setting_its_estimate_grows_with_most(tmp_path, monkeypatch, capsys, flags, named):
+    """``deepgp fit --latent-dim 100000000`` on 60 rows was refused naming --num-samples (the step's rows B·K),
+    which at 5 is not what asks for 1,700 GB: the refusal names the setting whose least value (1) shrinks the
+    estimate most, before anything is trained or written."""
+    from deepgp.cli import main
+
+    monkeypatch.setenv(memory.LIMIT_ENV, "100M")
+    rng = np.random.default_rng(0)
+    data = tmp_path / "d.csv"
+    rows = rng.standard_normal((3000 if "--num-inducing" in flags else 60, 2)).tolist()
+    data.write_text("x,y\n" + "".join(f"{a!r},{b!r}\n" for a, b in rows))
+    out = tmp_path / "m.safetensors"
+    assert main(["fit", str(data), "--target", "y", "--no-progress", "--iterations", "1", "--out", str(out),
+                 *flags]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"deepgp fit: error: {named}") and err.count("\n") == 1, err
+    assert "use a smaller " + named.split("=")[0] in err and not out.exists()
 
 
 def test_a_refusal_survives_being_sent_from_a_worker_process():

@@ -143,7 +143,8 @@ def test_a_value_beyond_the_models_dtype_is_refused_by_file_line_and_column(fitt
     d, models, far = fitted
     data = write_xy(d / "big.csv", [["0.5", "1000000.8"], ["", ""], ["1e39", "1e6"]])  # (a blank line: line 4)
     out = d / "kept.csv"
-    out.write_text("a good file\n")
+    good = "mean,std,q0.5\n1.0,2.0,1.0\n"  # (a previous predictions file, which predict would replace)
+    out.write_text(good)
     for argv in (["predict", str(models["float32"]), str(data), "--out", str(out)],
                  ["evaluate", str(models["float32"]), str(data), "--json", str(out)]):
         capsys.readouterr()
@@ -151,7 +152,7 @@ def test_a_value_beyond_the_models_dtype_is_refused_by_file_line_and_column(fitt
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and (f"{data}, line 4: 'x' is 1e+39, beyond what the model's float32 arithmetic "
                                          "holds once standardised (1 such value(s)); fit a float64 model") in err
-        assert out.read_text() == "a good file\n"
+        assert out.read_text() == good
     big_y = write_xy(d / "big_y.csv", [["0.5", "1000000.8"], ["0.1", "1e45"]])
     assert main(["evaluate", str(models["float32"]), str(big_y)]) == 2
     assert f"{big_y}, line 3: 'y' is 1e+45, beyond what the model's float32" in capsys.readouterr().err
@@ -161,7 +162,8 @@ def test_a_prediction_that_is_not_finite_is_refused_by_line_and_nothing_is_writt
     # the last line of defence: whatever made it, NaN or inf is never written as a result
     d, models, far = fitted
     out = d / "kept.csv"
-    out.write_text("a good file\n")
+    good = "mean,std,q0.5\n1.0,2.0,1.0\n"  # (a previous predictions file, which predict would replace)
+    out.write_text(good)
     real = DeepGPRegressor.predict
 
     def broken(self, X, return_std=False):
@@ -176,7 +178,7 @@ def test_a_prediction_that_is_not_finite_is_refused_by_line_and_nothing_is_writt
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{far}, line(s) 4: the model's {what}" in err and "nothing was written" in err
-        assert out.read_text() == "a good file\n"
+        assert out.read_text() == good
 
 
 def test_metrics_that_overflow_are_refused_not_written_as_infinity(fitted, capsys, monkeypatch):

@@ -336,6 +336,7 @@ def test_report_draws_ours_against_the_paper(tmp_path, capsys):
     (line,) = [ln for ln in shown[0].lines if ln.get_marker() == "v"]
     assert line.get_ydata()[0] == -1.0 and line.get_color() == "tab:red"
     out = tmp_path / "fig" / "against.png"
+    out.parent.mkdir()  # (a writer makes no folder: bench/tests/test_output_folders.py)
     assert main(["report", str(results), "--paper", str(paper), "--figure", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     capsys.readouterr()

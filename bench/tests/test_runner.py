@@ -20,6 +20,7 @@ from deepgp.cli import main
 from deepgp.config import RECIPE_ITERATIONS, RECIPE_VALUES
 from deepgp.datasets import uci
 from deepgp.datasets.uci import write_uci
+from deepgp.storage import locked
 from deepgp_bench import cli as bench_cli
 from deepgp_bench import runner
 
@@ -848,23 +849,65 @@ def test_two_runs_through_two_names_of_one_file_run_each_configuration_once(tmp_
         "calls.txt", "elsewhere" if other_name == "symlink" else "sub", "r.csv"])  # no claims left, no lock file
 
 
-def test_a_row_written_meanwhile_through_another_name_is_not_written_twice(tmp_path):
+def test_a_row_written_meanwhile_is_not_written_twice(tmp_path):
     """The file is read again under its lock right before a row is written: a row that another process
-    wrote meanwhile, through a hard link (a name whose claims are not this one's), is not written again."""
-    results, link = tmp_path / "r.csv", tmp_path / "hard.csv"
+    wrote meanwhile (one whose claim was released and taken again in that instant) is not written again."""
+    results = tmp_path / "r.csv"
     todo = fake_configs("a")
     runner.prepare_results(results)
-    os.link(results, link)
 
     def finished_elsewhere_meanwhile(config):
         rows = fake_run(config)
-        runner.run_benchmark([config], link, run=lambda c: rows, log=quiet)  # the other run, done first
+        with locked(results) as fd:  # the other process's row, appended first
+            os.write(fd, runner.format_row(rows[0]).encode())
         return rows
 
     logs = []
     assert runner.run_benchmark(todo, results, run=finished_elsewhere_meanwhile, log=logs.append) == 0
-    assert len(runner.read_results(results)) == 1 and len(runner.read_results(link)) == 1
+    assert len(runner.read_results(results)) == 1
     assert "a GP vi split 0 seed 0: not written, already in" in logs[1]
+
+
+@pytest.mark.parametrize("rows", [False, True], ids=["empty", "with-rows"])
+def test_a_results_file_with_two_names_is_refused_untouched(data_dir, tmp_path, capsys, rows):
+    """``deepgp benchmark --results r.csv`` where r.csv has a hard link elsewhere: runs through the other
+    name would keep claims of their own, so it is one line naming the file, exit 2, the file as it was
+    and nothing made beside it (no claims folder, no lock file)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    given, other = tmp_path / "a" / "r.csv", tmp_path / "b" / "r.csv"
+    if rows:
+        runner.prepare_results(given)
+    else:
+        given.write_bytes(b"")
+    before = given.read_bytes()
+    os.link(given, other)
+    status, err = run_main(["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0",
+                            "--iterations", "1", "--data-dir", str(data_dir), "--results", str(given)], capsys)
+    assert status == 2 and len(err.splitlines()) == 1
+    assert f"{given} has 2 names (hard links)" in err and "use one name (or a copy)" in err
+    assert given.read_bytes() == before and os.listdir(tmp_path / "a") == ["r.csv"]
+    with pytest.raises(ValueError, match="has 2 names"):
+        runner.run_benchmark(fake_configs("a"), given, run=fake_run, log=quiet)
+    assert given.read_bytes() == before and os.listdir(tmp_path / "a") == ["r.csv"]
+
+
+@pytest.mark.parametrize("how", ["folder", "link"])
+def test_a_results_file_in_a_missing_folder_is_refused_and_nothing_is_made(data_dir, tmp_path, capsys, how):
+    """``--results newdir/r.csv`` (or a link whose target's folder is missing): one line naming the missing
+    folder, exit 2, and no folder made (a mistyped folder is a mistake, not a new tree)."""
+    if how == "folder":
+        given, missing = tmp_path / "newdir" / "r.csv", tmp_path / "newdir"
+    else:
+        given, missing = tmp_path / "link.csv", tmp_path / "gone"
+        given.symlink_to(missing / "r.csv")
+    status, err = run_main(["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0",
+                            "--iterations", "1", "--data-dir", str(data_dir), "--results", str(given)], capsys)
+    assert status == 2 and len(err.splitlines()) == 1 and f"the folder {missing} does not exist" in err
+    assert not missing.exists()
+    with pytest.raises(ValueError, match="does not exist"):
+        runner.run_benchmark(fake_configs("a"), given, run=fake_run, log=quiet)
+    assert not missing.exists()
 
 
 def test_a_snapshot_row_is_not_written_while_another_process_runs_its_budget(tmp_path):

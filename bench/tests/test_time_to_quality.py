@@ -132,13 +132,18 @@ def test_a_record_after_a_line_cut_by_a_kill_starts_a_line_of_its_own(ttq, tmp_p
                                    ["--dataset", "letters:1e3"], ["--dataset", "letters:99999"],
                                    ["--dataset", "no_such_set"], ["--dataset", "a\nb"], ["--data-dir", "NOPE"],
                                    ["--set", "lr=nan"], ["--checkpoints", "FILE"], ["--out", "DIR"],
-                                   ["--out", "MODEL"]])
+                                   ["--out", "MODEL"], ["--out", "NOPE/x.jsonl"], ["--out", "DANGLING"],
+                                   ["--checkpoints", "NOPE/ck"]])
 def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path, monkeypatch, capsys, flags):
+    """Each bad argument is refused before any training; a missing folder (named, or the target's of a
+    link) is refused too, and not made."""
     (tmp_path / "FILE").write_text("")
     (tmp_path / "DIR").mkdir()
     (tmp_path / "MODEL").write_bytes(b"X\x00\x00\x00\x00\x00\x00\x00{" + bytes(20))  # (no newline at its end)
+    (tmp_path / "DANGLING").symlink_to(tmp_path / "NOPE" / "x.jsonl")
     monkeypatch.setenv("DEEPGP_DATA", str(tmp_path / "DIR"))
-    flags = [str(tmp_path / f) if f in ("FILE", "DIR", "MODEL", "NOPE") else f for f in flags]
+    flags = [str(tmp_path / f) if f.split("/")[0] in ("FILE", "DIR", "MODEL", "NOPE", "DANGLING") else f
+             for f in flags]
     trained = []
     monkeypatch.setattr(ttq, "run_deepgp", lambda *a: trained.append(a))
     argv = ["time_to_quality.py", "--dataset", "letters:60", "--out", str(tmp_path / "o.jsonl"),
@@ -149,6 +154,22 @@ def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 2 and trained == [] and err[-1].startswith("time_to_quality.py: error: ")
     assert (tmp_path / "MODEL").read_bytes() == b"X\x00\x00\x00\x00\x00\x00\x00{" + bytes(20)  # as it was
+    assert not (tmp_path / "NOPE").exists() and not (tmp_path / "o.jsonl").exists()
+    if "NOPE/" in " ".join(flags) or "DANGLING" in " ".join(flags):
+        assert f"the folder {tmp_path / 'NOPE'} does not exist" in err[-1]
+
+
+def test_an_empty_out_is_refused_as_no_file_name(ttq, tmp_path, monkeypatch, capsys):
+    """``--out ''`` names no file (not the current folder, which Path("") would be)."""
+    argv = ["time_to_quality.py", "--dataset", "letters:60", "--out", "", "--checkpoints", str(tmp_path / "ck"),
+            "--snapshots", "2"]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(ttq, "run_deepgp", lambda *a: pytest.fail("trained"))
+    with pytest.raises(SystemExit) as exit_:
+        ttq.main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2
+    assert err[-1] == "time_to_quality.py: error: --out's records: expected a file name, got ''"
 
 
 def test_lines_that_are_not_records_are_skipped_by_the_run_and_the_table(ttq, tmp_path):

@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from deepgp.datasets.uci import list_uci
+from deepgp.storage import check_writable
 from deepgp_bench.cli import add_reference_settings, reference_of
 from deepgp_bench.report import NON_GAUSSIAN_W, average_ranks, label, read_paper, read_paper_sizes, summarise
 from deepgp_bench.runner import CONFIGS, _text, load_results, variant
@@ -852,6 +853,11 @@ def main(argv=None) -> None:
     add_reference_settings(p, helps={"recipe": "the setting kept where a cell has rows of several recipes (default: "
                                      "the recipe of most rows)"})
     args = p.parse_args(argv)
+    if args.out:  # before the work: a file in a folder that exists (none is made)
+        try:
+            check_writable(args.out, "--out")
+        except ValueError as err:
+            p.error(" ".join(str(err).split()))
     reference = reference_of(args)
     text = render(args.results, args.paper, args.s1, args.s2, reference.get("recipe"), args.data_dir,
                   reference=reference)

@@ -26,6 +26,7 @@ from deepgp.config import INNER_WIDTHS, ModelConfig
 from deepgp.datasets.uci import load_split
 from deepgp.metrics import split_metrics
 from deepgp.objectives import INNER_SAMPLING
+from deepgp.storage import check_writable
 from deepgp_bench.runner import unread_settings
 
 # options added after the first lines were written: their defaults, which those lines used
@@ -58,8 +59,11 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
+    try:  # before any training: --out must take a line, in a folder that exists (none is made)
+        check_writable(args.out, "--out")
+    except ValueError as err:
+        p.error(" ".join(str(err).split()))
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     data = load_split(args.dataset, args.split, args.data_dir, test_limit=args.test_limit, stats=args.stats)
     width = ModelConfig(model=args.model, inner_width=args.inner_width).resolved(len(data.X_train)).inner_width
     key = dict(dataset=args.dataset, model=args.model, method=args.method, split=args.split,

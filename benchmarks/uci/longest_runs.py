@@ -19,6 +19,7 @@ from pathlib import Path
 
 from learning_curve import OLD_DEFAULTS  # beside this script
 
+from deepgp.storage import check_writable
 from deepgp_bench.report import read_paper
 
 HERE = Path(__file__).resolve().parent
@@ -77,6 +78,11 @@ def main(argv=None) -> None:
     p.add_argument("--paper", required=True, help="the paper's Table 1 as CSV (table1_test_loglik.csv)")
     p.add_argument("--out", default=None, help="also write the table here")
     args = p.parse_args(argv)
+    if args.out:  # before the work: a file in a folder that exists (none is made)
+        try:
+            check_writable(args.out, "--out")
+        except ValueError as err:
+            p.error(" ".join(str(err).split()))
     text = render(longest(RESULTS.glob("learning_curve*.jsonl")), read_paper(args.paper))
     print(text, end="")
     if args.out:

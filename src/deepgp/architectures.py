@@ -110,17 +110,24 @@ def shapes(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: 
 
 def _check_memory(cls, config: ModelConfig, input_dim: int, output_dim: int, num_data: int) -> None:
     """A MemoryBudgetError before :func:`build` allocates more than is available (the count of :func:`shapes`),
-    naming the setting the parameters grow with (:func:`deepgp.memory.heaviest_setting`)."""
-    try:
-        sizes = {name: math.prod(s) for name, s in shapes(cls, config, input_dim, output_dim, num_data).items()}
-    except RuntimeError:  # more elements than a tensor can count
-        setting = "hidden_dim" if "GP" in parse_spec(config.model)[:-1] else "num_inducing"
-        memory.require(math.inf, setting, getattr(config, setting), f"a {config.model} model")
+    naming the setting the parameters grow with most (:func:`deepgp.memory.model_setting`)."""
+    def count(**changed) -> float:  # the parameters and buffers, with the settings ``changed``
+        try:
+            sizes = shapes(cls, dataclasses.replace(config, **changed), input_dim, output_dim, num_data)
+        except RuntimeError:  # more elements than a tensor can count
+            return math.inf
+        return sum(math.prod(s) for s in sizes.values())
+
+    def estimate(**changed) -> float:
+        return memory.model_bytes(count(**changed), torch_dtype(config.dtype))
+
+    needed = estimate()
+    if needed <= memory.available():
         return
-    numel = sum(sizes.values())
-    setting, value, also = memory.heaviest_setting(config, sizes)
-    memory.require(memory.model_bytes(numel, torch_dtype(config.dtype)), setting, value,
-                   f"the {numel:,} parameters of a {config.model} model", also=also)
+    setting, value, also = memory.model_setting(config, estimate)
+    numel = count()
+    what = f"the {numel:,} parameters of a {config.model} model" if math.isfinite(numel) else f"a {config.model} model"
+    memory.require(needed, setting, value, what, also=also)
 
 
 @torch.no_grad()

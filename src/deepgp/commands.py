@@ -270,7 +270,7 @@ def _demo(args) -> int:
 
 
 def _fit(args) -> int:
-    check_output(args.out, "the model", [args.data])  # before training, not after it
+    check_output(args.out, "the model", [args.data], kind=storage.MODEL_FILE)  # before training, not after it
     columns = read_csv(args.data)
     inputs = choose_inputs(columns, args.target, _names(args.inputs))
     X, y = select(columns, inputs), select(columns, [args.target])[:, 0]
@@ -296,7 +296,7 @@ def _fit(args) -> int:
 def _predict(args) -> int:
     levels = _levels(args.quantiles)
     if args.out != "-":
-        check_output(args.out, "the predictions", [args.model, args.data])
+        check_output(args.out, "the predictions", [args.model, args.data], kind=storage.PREDICTIONS)
     reg = load_regressor(args.model, args.predict_samples)
     X, _, rows = _model_data(reg, args.data, need_target=False, lines=True)
     _check_memory(reg, len(X), args.samples)
@@ -335,9 +335,12 @@ def _evaluate(args) -> int:
         check_output(args.json, "the metrics", [args.model, args.data])
     reg = load_regressor(args.model, args.predict_samples)
     X, y, rows = _model_data(reg, args.data, need_target=True, lines=True)
-    pointwise = regressor_pointwise(reg, X, y)
-    _finite_rows(args.data, rows, pointwise, "log density, squared error or CRPS")
-    metrics = {"model": reg.model, "target": reg.columns_["target"], **regressor_metrics(reg, X, y, pointwise)}
+    # a target far from the predictions (1e200) has a squared error or mean beyond float64: inf, refused below
+    # by its line or by json_text, with no numpy warning before that one line
+    with np.errstate(over="ignore", invalid="ignore"):
+        pointwise = regressor_pointwise(reg, X, y)
+        _finite_rows(args.data, rows, pointwise, "log density, squared error or CRPS")
+        metrics = {"model": reg.model, "target": reg.columns_["target"], **regressor_metrics(reg, X, y, pointwise)}
     text = json_text(metrics, f"the metrics of {args.data}", indent=2) + "\n"  # (a mean may overflow)
     if args.json == "-":
         sys.stdout.write(text)
@@ -363,7 +366,7 @@ def _convert(args) -> int:
     if not args.trust:
         raise ValueError(f"converting {old} unpickles it, which runs any code it holds; "
                          "add --trust if you trust where it came from")
-    check_output(args.new, "the converted model", [old])
+    check_output(args.new, "the converted model", [old], kind=storage.MODEL_FILE)
     kind, tree = storage.read_legacy(old)
     obj = DeepGPRegressor.from_tree(tree, old) if kind == storage.REGRESSOR else DeepGP.from_tree(tree, old)
     obj.save(args.new)

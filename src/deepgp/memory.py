@@ -24,7 +24,6 @@ from dataclasses import replace
 
 import torch
 
-from .config import parse_spec
 from .layers import GPLayer
 from .runtime import float32_products_enabled
 from .validation import check_device
@@ -170,19 +169,45 @@ def model_bytes(numel: int, dtype) -> int:
     return numel * (2 * 8 + itemsize(dtype))
 
 
-def heaviest_setting(config, sizes: dict) -> tuple[str, object, str]:
-    """(setting, value, what goes with it) that a model's parameter count grows with: ``encoder_hidden``
-    where the encoders of q(w) hold most of ``sizes`` ({state name: elements}), ``hidden_dim`` where the
-    inner GP layers do, else ``num_inducing``."""
-    final = len(parse_spec(config.model)) - 1
-    encoders = sum(n for name, n in sizes.items() if ".encoder." in name)
-    if 2 * encoders > sum(sizes.values()):  # the LV layers' encoders of q(w): their hidden widths
-        return "encoder_hidden", ",".join(map(str, config.encoder_hidden)), ""
-    inner = sum(n for name, n in sizes.items() if name.startswith("layers.") and int(name.split(".")[1]) < final
-                and ".encoder." not in name)
-    if 2 * inner > sum(sizes.values()):
-        return "hidden_dim", config.hidden_dim, f" with num_inducing={config.num_inducing}"
-    return "num_inducing", config.num_inducing, ""
+# the settings an estimate grows with: the model's (ModelConfig) and a training step's (TrainConfig); each can be
+# as small as 1 (a width of 1 in each encoder layer)
+MODEL_SIZES = ("hidden_dim", "num_inducing", "latent_dim", "encoder_hidden")
+STEP_SIZES = ("num_samples", "batch_size")
+
+
+def dominant_setting(estimate, values: dict) -> str:
+    """The setting of ``values`` ({name: value}) that the estimate grows with most: the one whose least value
+    divides the estimate most, ``estimate()`` / ``estimate(name=least)`` (every other setting as it is; a
+    count too large for a tensor estimated as inf). The first of ``values`` where none makes a difference."""
+    whole = estimate()
+
+    def factor(name: str) -> float:
+        value = values[name]
+        least = tuple(1 for _ in value) if isinstance(value, tuple) else 1
+        if value == least:
+            return 1.0
+        smaller = estimate(**{name: least})
+        if math.isinf(smaller):  # (inf / inf: this setting alone does not bring it within a count)
+            return 1.0
+        return whole / smaller if smaller > 0 else math.inf
+
+    return max(values, key=factor)  # (the first of the largest)
+
+
+def described(name: str, value, config=None) -> tuple[str, object, str]:
+    """(setting, value as the message spells it, what goes with it) for a refusal naming ``name``."""
+    if isinstance(value, tuple):
+        return name, ",".join(map(str, value)), ""
+    if name == "hidden_dim" and config is not None:
+        return name, value, f" with num_inducing={config.num_inducing}"
+    return name, value, ""
+
+
+def model_setting(config, estimate) -> tuple[str, object, str]:
+    """:func:`described` for the ModelConfig setting of ``config`` that ``estimate`` (bytes, given changed
+    settings as keywords) grows with most (:func:`dominant_setting` over :data:`MODEL_SIZES`)."""
+    name = dominant_setting(estimate, {n: getattr(config, n) for n in MODEL_SIZES})
+    return described(name, getattr(config, name), config)
 
 
 def gp_layers(model) -> list:
@@ -233,22 +258,42 @@ def check_training(cls, architecture, config, num_data: int, input_dim: int, out
 
 
 def check_fit(model, num_data: int, config, device=None) -> None:
-    """A :class:`MemoryBudgetError` naming ``num_samples`` if training ``model`` (on ``device``, else its own)
-    on ``num_data`` points by the resolved TrainConfig ``config`` needs more memory than is available
-    (:func:`fit_bytes`)."""
-    batch = min(config.batch_size, num_data)
+    """A :class:`MemoryBudgetError` if training ``model`` (on ``device``, else its own) on ``num_data`` points
+    by the resolved TrainConfig ``config`` needs more memory than is available (:func:`fit_bytes`), naming
+    the setting the estimate grows with most (:func:`dominant_setting`): K, B, or one of the model's, for
+    which the model is built again on the ``meta`` device (nothing allocated) with that setting at 1."""
+    device = device or model.device
     products = torch.float32 if float32_products_enabled() else None
-    step = fit_step_bytes(model, batch, config.num_samples, config.method, config.inner_sampling, products)
-    needed = fit_bytes(model, num_data, batch, config.num_samples, config.method, config.inner_sampling, products)
-    if 2 * step > needed or getattr(model, "config", None) is None:  # the rows B·K, times the layers' widths
+
+    def estimate(**changed) -> float:
+        step = replace(config, **{k: v for k, v in changed.items() if k in STEP_SIZES})
+        built = model
+        if any(k in MODEL_SIZES for k in changed):
+            try:
+                with torch.device("meta"):
+                    built = type(model).build(replace(model.config, **{k: v for k, v in changed.items()
+                                                                      if k in MODEL_SIZES}),
+                                              model.input_dim, model.output_dim, num_data)
+            except RuntimeError:  # (more elements than a tensor can count)
+                return math.inf
+        return fit_bytes(built, num_data, min(step.batch_size, num_data), step.num_samples, step.method,
+                         step.inner_sampling, products)
+
+    needed = estimate()
+    if needed <= available(device):
+        return
+    values = {n: getattr(config, n) for n in STEP_SIZES}
+    if getattr(model, "config", None) is not None:
+        values.update({n: getattr(model.config, n) for n in MODEL_SIZES})
+    name = dominant_setting(estimate, values)
+    if name == "num_samples":  # the rows B·K, times the layers' widths
         widths = [f"num_inducing={layer.num_inducing}" for layer in gp_layers(model)[-1:]]
         widths += [f"hidden_dim={layer.num_gps}" for layer in gp_layers(model)[:-1]][:1]
-        setting, value, also = "num_samples", config.num_samples, f" with batches of {batch} points, " + " and ".join(
-            widths)
-    else:  # the parameters, their gradients and Adam's moments: the model's size is the setting to change
-        sizes = {name: t.numel() for name, t in model.state_dict().items()}
-        setting, value, also = heaviest_setting(model.config, sizes)
-    require(needed, setting, value, f"training {model.spec}", device or model.device, also=also)
+        setting, value, also = name, config.num_samples, (f" with batches of {min(config.batch_size, num_data)} "
+                                                          "points, " + " and ".join(widths))
+    else:
+        setting, value, also = described(name, values[name], getattr(model, "config", None))
+    require(needed, setting, value, f"training {model.spec}", device, also=also)
 
 
 def fit_bytes(model, num_data: int, batch: int, num_samples: int, method: str, inner_sampling: str,

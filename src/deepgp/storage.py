@@ -37,7 +37,9 @@ import re
 import secrets
 import stat
 import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 try:
     import fcntl
@@ -144,7 +146,8 @@ def check_writable(path, what: str = "the file") -> Path:
     """``path`` as a Path, or a ValueError if a file cannot be written there (call before long work).
 
     Only a regular file is ever replaced (never a device, a pipe or a folder), and the folder must
-    take a new file: one is created and removed to find out, as :func:`write_bytes` will need it.
+    exist (none is made: a mistyped folder is an error, not a new tree) and take a new file: one is
+    created and removed to find out, as :func:`write_bytes` will need it.
     """
     if not isinstance(path, (str, os.PathLike)) or not str(path):
         raise ValueError(f"{what}: expected a file name, got {path!r}")
@@ -157,8 +160,9 @@ def check_writable(path, what: str = "the file") -> Path:
     if real.exists() and not os.access(real, os.W_OK):  # (write_bytes refuses to replace it)
         raise ValueError(f"cannot write {what} to {path}: it is read-only")
     folder = real.parent
-    if not folder.is_dir():
-        raise ValueError(f"cannot write {what} to {path}: the folder {path.parent} does not exist")
+    if not folder.is_dir():  # (a link's: the folder of the file it names, where the file would go)
+        named = path.parent if os.path.realpath(path.parent) == str(folder) else folder
+        raise ValueError(f"cannot write {what} to {path}: the folder {named} does not exist")
     probe = _temporary(real)
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
@@ -168,11 +172,55 @@ def check_writable(path, what: str = "the file") -> Path:
     return path
 
 
-def check_output(path, what: str, inputs=(), outputs=()) -> Path:
+class Kind(NamedTuple):
+    """What a command writes: ``noun`` ("a model file of deepgp") and ``test``, whether the file at a path
+    (a regular file, not empty) is one. :func:`check_output` replaces only a file of its kind."""
+
+    noun: str
+    test: Callable[[Path], bool]
+
+
+def format_of(path) -> str | None:
+    """The ``format`` a deepgp file's header records (e.g. ``deepgp-model/2``); None for a file that is
+    none (not safetensors, or no format). Reads the header only."""
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            found = (f.metadata() or {}).get("format")
+    except Exception:  # (a file of any other kind: what it holds is no concern of this test)
+        return None
+    return found if isinstance(found, str) else None
+
+
+def is_model_file(path) -> bool:
+    """Whether ``path`` is a model saved by deepgp (``DeepGP.save``, ``DeepGPRegressor.save``, ``deepgp fit``),
+    in this layout or another (a checkpoint is not one)."""
+    return (format_of(path) or "").partition("/")[0] in ("deepgp-model", "deepgp-regressor")
+
+
+def is_predictions_file(path) -> bool:
+    """Whether ``path`` is a CSV as ``deepgp predict`` writes one: its header is ``mean``, ``std``, then
+    columns ``q<level>`` and ``sample_<i>`` (:func:`deepgp.commands.level_name`)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20).decode("utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return False
+    header = first.split(",")
+    return header[:2] == ["mean", "std"] and all(re.fullmatch(r"q[0-9.e+-]+|sample_[1-9][0-9]*", name)
+                                                 for name in header[2:])
+
+
+MODEL_FILE = Kind("a model file of deepgp", is_model_file)
+PREDICTIONS = Kind("a predictions file of deepgp predict", is_predictions_file)
+
+
+def check_output(path, what: str, inputs=(), outputs=(), kind: Kind | None = None) -> Path:
     """:func:`check_writable`, and a ValueError if ``path`` is one of ``inputs``, the files the command
-    reads (writing there would replace what it was given), or one of ``outputs`` ((what, path) pairs:
-    the command's other outputs, of which one would replace the other). Files are compared by identity
-    (:func:`same_file`): a link is the file it names. Call before any work."""
+    reads (writing there would replace what it was given), one of ``outputs`` ((what, path) pairs:
+    the command's other outputs, of which one would replace the other), or, given the ``kind`` of file the
+    command writes, a file there of another kind (a data or results file given by mistake; an empty file
+    holds nothing to lose). Files are compared by identity (:func:`same_file`): a link is the file it names.
+    Call before any work."""
     path = check_writable(path, what)
     for source in inputs:
         if source is not None and Path(source).exists() and same_file(path, source):
@@ -181,6 +229,12 @@ def check_output(path, what: str, inputs=(), outputs=()) -> Path:
         if other is not None and same_file(path, other):
             raise ValueError(f"cannot write {what} to {path}: {other_what} goes there ({other}); give each its "
                              "own file")
+    real = Path(os.path.realpath(path))
+    if kind is not None and real.is_file() and real.stat().st_size and not kind.test(real):
+        found = format_of(real)
+        said = f"; it is {WHAT[found]}" if found in WHAT else ""
+        raise ValueError(f"cannot write {what} to {path}: the file there is not {kind.noun}{said}, so it is not "
+                         "replaced; give another name (or remove it)")
     return path
 
 

@@ -11,7 +11,6 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 
 from deepgp import cli
 from deepgp.arguments import Parser, add_settings, positive_int
@@ -244,15 +243,13 @@ def _input_file(path: str, option: str) -> None:
         raise ValueError(f"{option} {path} is not a file (a folder or a pipe?)")
 
 
-def _check_outputs(args, inputs: list, make_folder: bool = False) -> None:
+def _check_outputs(args, inputs: list) -> None:
     """Every output of ``report``, before any work: not a folder, a read-only file, one of the ``inputs``,
-    the other output, or (unless ``make_folder``, which creates the figure's) in a missing folder."""
+    the other output, or in a missing folder (none is made)."""
     if args.out is not None:
         check_output(args.out, "the report", inputs, [("the figure", args.figure)])
     if args.figure is not None:
         check_figure_path(args.figure)
-        if make_folder:
-            Path(args.figure).parent.mkdir(parents=True, exist_ok=True)  # (as save_figure would)
         check_output(args.figure, "the figure", inputs, [("the report", args.out)])
 
 
@@ -269,7 +266,7 @@ def _report(args) -> int:
             _input_file(path, option)
     if args.figure is not None and args.paper is None:
         raise ValueError("--figure draws ours against the paper: give its table with --paper")
-    _check_outputs(args, [args.results, args.paper, args.shapiro], make_folder=True)
+    _check_outputs(args, [args.results, args.paper, args.shapiro])
     figure = None
     reference = reference_of(args)
     text = write_report(args.results, None, args.paper, args.metric, args.shapiro, reference)

@@ -18,15 +18,16 @@ Claims: several processes (several ``deepgp benchmark`` runs on one machine) may
 file. (Across machines, a shared file system would need working ``flock`` and atomic appends, which
 NFS does not promise; Dask workers elsewhere are fine: only this process writes the file.) Claims
 follow the file, not the name it was given: a symbolic link, ``./r.csv`` and ``r.csv`` are one file.
-Right before a configuration starts, its process claims it with an OS file lock in ``<results
-name>.claims/`` beside the file itself (one lock file per configuration, named from its key); a
-configuration claimed elsewhere is skipped (it is running there), and one found in the file once
-claimed is skipped too (it finished there). The claim is released, and its lock file removed, when
-the configuration has finished, failed or been interrupted. A row is written under a lock on the
-results file itself, after reading the file again: a row that is there already (written meanwhile
-by another process, through any name of the file, a hard link included) is never written twice.
-The kernel releases the locks of a process that dies, so a killed run leaves at most stale lock
-files, which never block a rerun.
+A file with more than one name (a hard link) is refused, as its names would keep claims of their own;
+with one name, the resolved path is the file's identity, and claims are keyed by it. Right before a
+configuration starts, its process claims it with an OS file lock in ``<results name>.claims/``
+beside the file itself (one lock file per configuration, named from its key); a configuration
+claimed elsewhere is skipped (it is running there), and one found in the file once claimed is
+skipped too (it finished there). The claim is released, and its lock file removed, when the
+configuration has finished, failed or been interrupted. A row is written under a lock on the results
+file itself, after reading the file again: a row that is there already (written meanwhile by another
+process) is never written twice. The kernel releases the locks of a process that dies, so a killed
+run leaves at most stale lock files, which never block a rerun.
 
 Snapshots: a configuration carrying ``snapshots`` (budgets below its iterations) writes the rows of
 those budgets from the same training run, each exactly the row of a run with that budget and with
@@ -520,20 +521,18 @@ def _done(path: Path) -> set[tuple[str, ...]]:
 def check_results(path, what: str = "the results file") -> Path:
     """The results file ``path`` names, resolved (a link's target: the file itself, whose claims and lock
     every name of it shares), checked before any work and without touching anything: a ValueError if it
-    is not a regular file that can be written, or if it is a file whose first line is not the header of
-    a results file (a model or a data file given by mistake stays byte for byte as it was). A file not
-    there yet is fine where its folder can be made."""
-
-
+    is not a regular file that can be written in a folder that exists (none is made), if it has more
+    than one name (a hard link: each name would keep claims of its own, see the module docstring), or
+    if it is a file whose first line is not the header of a results file (a model or a data file given
+    by mistake stays byte for byte as it was). A file not there yet is fine."""
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise ValueError(f"{what}: expected a file name, got {path!r}")
+    check_writable(path, what)
     real = Path(os.path.realpath(path))
-    if real.parent.is_dir():
-        check_writable(path, what)
-    else:  # (prepare_results makes the folder, once every check has passed)
-        folder = next(p for p in real.parents if p.exists())
-        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-            raise ValueError(f"cannot write {what} to {path}: no folder can be made in {folder}")
+    names = real.stat().st_nlink if real.is_file() else 1
+    if names > 1:
+        raise ValueError(f"{path} has {names} names (hard links): runs through different names would not see each "
+                         "other's claims; use one name (or a copy)")
     if real.is_file() and real.stat().st_size:
         with open(real, "rb") as f:
             first = f.readline(1 << 20).removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n")
@@ -566,7 +565,6 @@ def prepare_results(path) -> set[tuple[str, ...]]:
     together do them once.
     """
     path = check_results(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path, create=True) as fd:
         if os.fstat(fd).st_size == 0:
             _append(fd, path, ",".join(COLUMNS) + "\n")
@@ -900,7 +898,7 @@ def _write_once(results: Path, row: dict, claims: _Claims, own: bool) -> bool:
     """Append ``row`` unless the file has it; whether it was written. ``own``: the row of a configuration
     this process claimed; else a snapshot's row, written only where its claim can be taken now (a process
     running that budget writes it itself). The file is read again under its lock, right before the
-    write: a row another process (or another name of the file) wrote meanwhile is not written twice."""
+    write: a row another process wrote meanwhile is not written twice."""
 
 
     lock = None if own else claims.hold(row)
