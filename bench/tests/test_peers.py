@@ -200,6 +200,15 @@ def test_runner_refuses_bad_arguments(data_dir, tmp_path, capsys):
     assert not (tmp_path / "rows.jsonl").exists()
 
 
+def test_an_out_file_in_a_missing_folder_is_refused_before_any_fit(data_dir, tmp_path, capsys):
+    (tmp_path / "dangling.jsonl").symlink_to(tmp_path / "gone" / "rows.jsonl")
+    for out, folder in ((tmp_path / "nodir" / "rows.jsonl", "nodir"), (tmp_path / "dangling.jsonl", "gone")):
+        assert _run(data_dir, out) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and f"the folder {tmp_path / folder} does not exist" in err, err
+        assert "Traceback" not in err and not (tmp_path / folder).exists()
+
+
 def test_non_finite_means_are_written_as_null():
     from deepgp_bench.peers.run import finite_or_none
 

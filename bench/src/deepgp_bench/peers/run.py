@@ -48,6 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deepgp.storage import check_writable
+
 DATASETS = ("boston", "concrete", "energy", "yacht", "winered", "kin8nm", "power", "naval", "forest", "protein")
 PEERS = ("ngboost", "ensemble", "mdn", "flow", "deepgp")
 DEFAULT_OUT = Path("benchmarks/results/peers_quality.jsonl")
@@ -419,9 +421,11 @@ def parse_args(argv=None) -> argparse.Namespace:
             find_uci(d, args.data_dir)
         except FileNotFoundError as err:
             raise UsageError(f"--datasets: {str(err).splitlines()[0]}") from None
-    out = Path(args.out)
-    if out.is_dir() or not out.parent.is_dir():
-        raise UsageError(f"--out {out}: must be a file in an existing folder")
+    if not args.table:  # (a table only reads --out)
+        try:
+            check_writable(args.out, "--out")
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     return args
 
 
