@@ -57,3 +57,10 @@ def test_auto_inner_width_is_hidden_from_the_threshold_on():
     assert auto.resolved(10**6) == ModelConfig(inner_width="hidden")  # (nothing else changes)
     with pytest.raises(ValueError, match="num_data must be an integer >= 1"):
         auto.resolved(0)
+
+
+def test_k_left_unset_is_the_methods():
+    assert TrainConfig().num_samples is None
+    assert TrainConfig(method="iw").resolved().num_samples == 5
+    assert TrainConfig(method="vi").resolved().num_samples == 1
+    assert TrainConfig(method="vi", num_samples=5).resolved().num_samples == 5  # an explicit K wins

@@ -265,3 +265,16 @@ def test_settings_come_from_one_config_with_keywords_on_top():
     np.testing.assert_array_equal(runs[0], runs[2])
     with pytest.raises(ValueError, match=r"unknown training setting\(s\) \['learning_rate'\]"):
         deepgp.fit(model, x, y, learning_rate=0.1, progress=False)
+
+
+@pytest.mark.parametrize("method, k", [("vi", 1), ("iw", 5)])
+def test_fit_without_k_trains_with_the_methods_k(method, k):
+    x, y = smooth(60, 0)
+
+    def bounds(**settings):
+        model = deepgp.DeepGP.from_spec("LV-GP", x, y, num_inducing=8, seed=0)
+        return np.asarray(deepgp.fit(model, x, y, method=method, iterations=3, seed=0, progress=False, **settings))
+
+    unset = bounds()
+    assert np.array_equal(unset, bounds(num_samples=k))  # (bitwise: one process)
+    assert not np.array_equal(unset, bounds(num_samples=3))

@@ -134,6 +134,10 @@ RECIPE_VALUES = {
     "fast": dict(lr=0.02, gamma=0.1, gamma_warmup=1000, decay=0.8, decay_every=1000, natgrad_inner=False,
                  early_stopping=False),
 }
+# K when num_samples is None: the importance samples the paper recommends for iw, and for vi the one Monte Carlo
+# sample its VI rows were trained with (K = 5 made VI's step 2.6-6.5x as long and was not better by 2,000
+# iterations on the validation parts measured: benchmarks/README.md, early_stopping.py)
+METHOD_SAMPLES = {"iw": 5, "vi": 1}
 # the budget each recipe is meant for: `deepgp benchmark`'s default --iterations
 RECIPE_ITERATIONS = {"paper": 100_000, "fast": 10_000}
 GAMMA_START = 0.01  # where a γ warm-up starts (the paper's γ, stable from the first step)
@@ -144,13 +148,15 @@ class TrainConfig:
     """How a deep GP is trained: the objective, the budget and the optimisers (one fused step each iteration).
 
     The optimiser's settings left at None (``lr``, ``gamma``, ``gamma_warmup``, ``decay``,
-    ``decay_every``, ``natgrad_inner``) and ``early_stopping`` take the values of ``recipe`` (:data:`RECIPE_VALUES`):
-    :meth:`resolved` fills them in. A value given explicitly wins over the recipe's.
+    ``decay_every``, ``natgrad_inner``) and ``early_stopping`` take the values of ``recipe`` (:data:`RECIPE_VALUES`),
+    and ``num_samples`` the method's (:data:`METHOD_SAMPLES`): :meth:`resolved` fills them in. A value given
+    explicitly wins.
     """
 
     method: str = setting("iw", "objective: vi (doubly stochastic VI) or iw (importance-weighted, the paper's "
                                 "recommendation for LV models)", choices=METHODS)
-    num_samples: int = setting(5, "K, importance samples per point for iw (Monte Carlo samples for vi)")
+    num_samples: int | None = setting(None, "K: importance samples per point for iw, Monte Carlo samples per point "
+                                            "for vi; None: the method's (METHOD_SAMPLES: 5 for iw, 1 for vi)", legacy=5)
     inner_sampling: str = setting("independent", "iw: one inner-layer draw per sample (independent: the paper's code; "
                                                  "the default, chosen by measurement), one shared by a point's K "
                                                  "samples (joint: its text, a bound for every K), or one inducing "
@@ -204,8 +210,9 @@ class TrainConfig:
                              "whole budget")
 
     def resolved(self) -> "TrainConfig":
-        """This config with every field left at None filled in from its recipe (:data:`RECIPE_VALUES`)."""
-        values = RECIPE_VALUES[self.recipe]
+        """This config with every field left at None filled in from its recipe (:data:`RECIPE_VALUES`), and
+        ``num_samples`` from its method (:data:`METHOD_SAMPLES`)."""
+        values = {**RECIPE_VALUES[self.recipe], "num_samples": METHOD_SAMPLES[self.method]}
         return replace(self, **{k: v for k, v in values.items() if getattr(self, k) is None})
 
 

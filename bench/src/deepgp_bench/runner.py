@@ -76,7 +76,15 @@ import numpy as np
 import torch
 
 from deepgp import DeepGP, __version__, fit
-from deepgp.config import RECIPE_ITERATIONS, RECIPE_VALUES, ModelConfig, TrainConfig, parse_spec, settings_of
+from deepgp.config import (
+    METHOD_SAMPLES,
+    RECIPE_ITERATIONS,
+    RECIPE_VALUES,
+    ModelConfig,
+    TrainConfig,
+    parse_spec,
+    settings_of,
+)
 from deepgp.datasets.uci import load_split, load_uci, plain_name, split_data
 from deepgp.metrics import split_metrics
 from deepgp.outputs import number_text
@@ -121,7 +129,8 @@ ALL_METHODS = ("vi", "iw", "sghmc")  # sghmc: the SGHMC deep GP baseline (deepgp
 # -- configurations ------------------------------------------------------------------------------
 def default_settings(recipe: str = TrainConfig.recipe) -> dict:
     """Every setting's default, the optimiser's as ``recipe`` gives them (what a row of the defaults records)."""
-    return {name: f.default for name, f in SETTINGS.items()} | {"recipe": recipe} | RECIPE_VALUES[recipe]
+    return ({name: f.default for name, f in SETTINGS.items()} | {"recipe": recipe, "num_samples": METHOD_SAMPLES["iw"]}
+            | RECIPE_VALUES[recipe])
 
 
 def parse_splits(text: str) -> list[int]:
@@ -217,6 +226,8 @@ def make_configs(
                     config.update(inner_sampling="-")
                 if method != "iw":
                     config.update(num_samples=1)
+                elif config["num_samples"] is None:
+                    config.update(num_samples=METHOD_SAMPLES["iw"])
                 config.update({name: _usual(name, config["recipe"]) for name in unread_settings(model, method)})
                 if "inner_width" not in unread_settings(model, method):
                     # "auto" resolved where the row is made, so that its key names the architecture that ran

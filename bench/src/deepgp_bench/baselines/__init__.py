@@ -107,7 +107,7 @@ def fit(model: str, method: str, X, Y, model_config: ModelConfig | None = None,
         net = (Linear(X.shape[1], Y.shape[1], model_config.latent_dim, X.shape[0]) if not widths else
                CVAE(X.shape[1], Y.shape[1], widths, model_config.latent_dim, X.shape[0]))
     net = net.to(device=check_device(device), dtype=torch_dtype(model_config.dtype))
-    history = fit_cvae(net, X, Y, method, train.num_samples if method == "iw" else 1, **schedule)
+    history = fit_cvae(net, X, Y, method, train.resolved().num_samples if method == "iw" else 1, **schedule)
     return net, history
 
 
