@@ -379,9 +379,10 @@ def run_configs(args, overrides: dict):
     unknown = sorted(set(overrides) - set(model_settings) - set(train_settings))
     if unknown:
         raise UsageError(f"unknown setting(s) {unknown}: --set takes fields of ModelConfig and TrainConfig")
-    own = sorted({"model", "method", "recipe", "seed", "num_samples"} & set(overrides))
-    if own:  # (the run's key names them through their options; K is 5 for IW, 1 for VI)
-        raise UsageError(f"--set {own}: given by the options --model, --method, --recipe and --split, not --set")
+    own = sorted({"model", "method", "recipe", "seed", "num_samples", "iterations"} & set(overrides))
+    if own:  # (the run's key names them through their options; K is 5 for IW, 1 for VI; it trains to --snapshots)
+        raise UsageError(f"--set {own}: given by the options --model, --method, --recipe, --split and --snapshots, "
+                         f"not --set")
     try:
         return (ModelConfig(model=args.model, **model_settings),
                 TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
@@ -453,8 +454,25 @@ def run(args) -> None:
             raise UsageError("--peers trains GPflux's own recipe by VI: no --set, --method vi")
         run_peer(args, run_key(args, {}), out, checked_data(args))
     else:
-        run_configs(args, overrides)  # a bad --set value stops here, before the data are loaded
-        run_deepgp(args, overrides, out, checked_data(args))
+        model_cfg, _ = run_configs(args, overrides)  # a bad --set value stops here, before the data are loaded
+        data = checked_data(args)
+        check_draws(model_cfg, data, args.draws, args.split)
+        run_deepgp(args, overrides, out, data)
+
+
+def check_draws(model_cfg, data, draws: int, seed: int, kind: str = "kde") -> None:
+    """A UsageError naming ``--draws`` where evaluating the run's model (built as training builds it, from
+    ``data``: :func:`load_data`'s) on its evaluation points over ``draws`` draws needs more memory than is
+    available (:func:`deepgp.prediction.check_memory` of ``kind``: split_metrics' KDE), before any training."""
+    from deepgp import DeepGP
+    from deepgp.memory import MemoryBudgetError
+    from deepgp.prediction import check_memory
+
+    X, Y, Xe, _ = data
+    try:
+        check_memory(DeepGP.from_config(model_cfg, X, Y, seed=seed), len(Xe), draws, kind, setting="draws")
+    except MemoryBudgetError as err:
+        raise UsageError(err.message(option=True)) from None
 
 
 def checked_data(args):

@@ -133,7 +133,8 @@ def test_a_record_after_a_line_cut_by_a_kill_starts_a_line_of_its_own(ttq, tmp_p
                                    ["--dataset", "no_such_set"], ["--dataset", "a\nb"], ["--data-dir", "NOPE"],
                                    ["--set", "lr=nan"], ["--checkpoints", "FILE"], ["--out", "DIR"],
                                    ["--out", "MODEL"], ["--out", "NOPE/x.jsonl"], ["--out", "DANGLING"],
-                                   ["--checkpoints", "NOPE/ck"]])
+                                   ["--checkpoints", "NOPE/ck"], ["--draws", "10000000000"],
+                                   ["--set", "iterations=5"]])
 def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path, monkeypatch, capsys, flags):
     """Each bad argument is refused before any training; a missing folder (named, or the target's of a
     link) is refused too, and not made."""
@@ -155,6 +156,8 @@ def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path
     assert exit_.value.code == 2 and trained == [] and err[-1].startswith("time_to_quality.py: error: ")
     assert (tmp_path / "MODEL").read_bytes() == b"X\x00\x00\x00\x00\x00\x00\x00{" + bytes(20)  # as it was
     assert not (tmp_path / "NOPE").exists() and not (tmp_path / "o.jsonl").exists()
+    if flags[0] == "--draws" and int(flags[1]) > 1:  # (more memory than any machine has: refused by its estimate)
+        assert err[-1].startswith("time_to_quality.py: error: --draws=10000000000 needs about ")
     if "NOPE/" in " ".join(flags) or "DANGLING" in " ".join(flags):
         assert f"the folder {tmp_path / 'NOPE'} does not exist" in err[-1]
 
