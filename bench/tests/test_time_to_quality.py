@@ -210,3 +210,19 @@ def test_a_run_whose_evaluation_is_not_finite_records_nothing(ttq, tmp_path, mon
     with pytest.raises(ValueError):
         ttq.append(out, dict(key=KEY, iterations=1, seconds=1.0, kde=math.nan))
     assert not out.exists()
+
+
+def test_the_table_keeps_its_columns_whatever_text_a_key_holds(ttq, tmp_path):
+    """A record whose data set is no plain name is no record; any other text of a key (an override's name
+    and value) is escaped in its cell: ``|`` and line breaks never end a cell or a row."""
+    import json
+    import re
+
+    good = dict(key=dict(KEY, overrides={"a|b": "|\n|"}), iterations=10, seconds=1.0, kde=0.5, mixture=0.6, rmse=0.3)
+    odd = dict(good, key=dict(KEY, dataset="x|y"))
+    out = tmp_path / "runs.jsonl"
+    out.write_text(json.dumps(good) + "\n" + json.dumps(odd) + "\n")
+    lines = ttq.table(out, "kde", "test").splitlines()
+    assert len(lines) == 3 and "x|y" not in lines[2]
+    assert [len(re.findall(r"(?<!\\)\|", line)) for line in lines] == [8, 8, 8]
+    assert "a\\|b=\\|<br>\\|" in lines[2]
