@@ -464,6 +464,8 @@ def run(args) -> None:
     if args.peers:
         if overrides or args.method != "vi":
             raise UsageError("--peers trains GPflux's own recipe by VI: no --set, --method vi")
+        if not (os.path.isfile(args.peers_python) and os.access(args.peers_python, os.X_OK)):
+            raise UsageError(f"--peers-python {args.peers_python}: no such program (the peers' virtualenv's python)")
         run_peer(args, run_key(args, {}), out, checked_data(args))
     else:
         model_cfg, _ = run_configs(args, overrides)  # a bad --set value stops here, before the data are loaded

@@ -134,7 +134,8 @@ def test_a_record_after_a_line_cut_by_a_kill_starts_a_line_of_its_own(ttq, tmp_p
                                    ["--set", "lr=nan"], ["--checkpoints", "FILE"], ["--out", "DIR"],
                                    ["--out", "MODEL"], ["--out", "NOPE/x.jsonl"], ["--out", "DANGLING"],
                                    ["--checkpoints", "NOPE/ck"], ["--draws", "10000000000"],
-                                   ["--set", "iterations=5"]])
+                                   ["--set", "iterations=5"],
+                                   ["--peers", "--method", "vi", "--peers-python", "DIR/python"]])
 def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path, monkeypatch, capsys, flags):
     """Each bad argument is refused before any training; a missing folder (named, or the target's of a
     link) is refused too, and not made."""
@@ -147,6 +148,7 @@ def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path
              for f in flags]
     trained = []
     monkeypatch.setattr(ttq, "run_deepgp", lambda *a: trained.append(a))
+    monkeypatch.setattr(ttq, "run_peer", lambda *a: trained.append(a))
     argv = ["time_to_quality.py", "--dataset", "letters:60", "--out", str(tmp_path / "o.jsonl"),
             "--checkpoints", str(tmp_path / "ck"), "--snapshots", "2", *flags]
     monkeypatch.setattr(sys, "argv", argv)
