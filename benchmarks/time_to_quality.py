@@ -137,7 +137,18 @@ def read_record(line: bytes | str, numbers=("seconds",)) -> dict | None:
         return None
     if not _is(rec.get("iterations"), int) or rec["iterations"] < 1 or not all(number(rec.get(n)) for n in numbers):
         return None
-    return rec
+    return rec if dataset_name(key["dataset"]) else None
+
+
+def dataset_name(dataset: str) -> bool:
+    """Whether ``dataset`` is one ``--dataset`` takes: a data set's plain name
+    (:func:`deepgp.datasets.uci.plain_name`), ``letters`` or ``letters:N``."""
+    from deepgp.datasets.uci import plain_name
+
+    name, colon, size = dataset.partition(":")
+    if name == "letters" and colon:
+        return size.isdigit() and size.isascii() and int(size) >= 2
+    return plain_name(dataset)
 
 
 def _is(value, kind: type) -> bool:
@@ -300,6 +311,7 @@ def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: 
     snapshot's mean within 0.1 of it, or above, is marked ✓. ``splits``: only these splits. Runs
     evaluated on other points or draws than most of the table's are never averaged with them: their
     settings name the evaluation."""
+    from deepgp_bench.markdown import markdown_cell
     from deepgp_bench.report import read_paper
 
     reference = read_paper(paper) if paper else {}
@@ -339,7 +351,7 @@ def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: 
             close = v and target is not None and metric in ("kde", "mixture") and np.mean(v) >= target - 0.1
             ok = " ✓" if close else ""
             row.append("" if not v else f"{np.mean(v):.3f}{ok}" + (f" ({len(v)})" if len(v) != usual else ""))
-        lines.append("| " + " | ".join(row) + " |")
+        lines.append("| " + " | ".join(map(markdown_cell, row)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -379,9 +391,10 @@ def run_configs(args, overrides: dict):
     unknown = sorted(set(overrides) - set(model_settings) - set(train_settings))
     if unknown:
         raise UsageError(f"unknown setting(s) {unknown}: --set takes fields of ModelConfig and TrainConfig")
-    own = sorted({"model", "method", "recipe", "seed", "num_samples"} & set(overrides))
-    if own:  # (the run's key names them through their options; K is 5 for IW, 1 for VI)
-        raise UsageError(f"--set {own}: given by the options --model, --method, --recipe and --split, not --set")
+    own = sorted({"model", "method", "recipe", "seed", "num_samples", "iterations"} & set(overrides))
+    if own:  # (the run's key names them through their options; K is 5 for IW, 1 for VI; it trains to --snapshots)
+        raise UsageError(f"--set {own}: given by the options --model, --method, --recipe, --split and --snapshots, "
+                         f"not --set")
     try:
         return (ModelConfig(model=args.model, **model_settings),
                 TrainConfig(method=args.method, recipe=args.recipe, seed=args.split,
@@ -451,10 +464,29 @@ def run(args) -> None:
     if args.peers:
         if overrides or args.method != "vi":
             raise UsageError("--peers trains GPflux's own recipe by VI: no --set, --method vi")
+        if not (os.path.isfile(args.peers_python) and os.access(args.peers_python, os.X_OK)):
+            raise UsageError(f"--peers-python {args.peers_python}: no such program (the peers' virtualenv's python)")
         run_peer(args, run_key(args, {}), out, checked_data(args))
     else:
-        run_configs(args, overrides)  # a bad --set value stops here, before the data are loaded
-        run_deepgp(args, overrides, out, checked_data(args))
+        model_cfg, _ = run_configs(args, overrides)  # a bad --set value stops here, before the data are loaded
+        data = checked_data(args)
+        check_draws(model_cfg, data, args.draws, args.split)
+        run_deepgp(args, overrides, out, data)
+
+
+def check_draws(model_cfg, data, draws: int, seed: int, kind: str = "kde") -> None:
+    """A UsageError naming ``--draws`` where evaluating the run's model (built as training builds it, from
+    ``data``: :func:`load_data`'s) on its evaluation points over ``draws`` draws needs more memory than is
+    available (:func:`deepgp.prediction.check_memory` of ``kind``: split_metrics' KDE), before any training."""
+    from deepgp import DeepGP
+    from deepgp.memory import MemoryBudgetError
+    from deepgp.prediction import check_memory
+
+    X, Y, Xe, _ = data
+    try:
+        check_memory(DeepGP.from_config(model_cfg, X, Y, seed=seed), len(Xe), draws, kind, setting="draws")
+    except MemoryBudgetError as err:
+        raise UsageError(err.message(option=True)) from None
 
 
 def checked_data(args):
@@ -489,7 +521,6 @@ def check_run_arguments(args) -> None:
     if not snapshots or snapshots[0] < 1:
         raise UsageError(f"--snapshots must be iteration counts of at least 1, got {args.snapshots!r}")
     args.snapshots = snapshots
-    from deepgp.datasets.uci import plain_name
     from deepgp_bench.runner import MAX_SPLIT
 
     for name, least in (("threads", 1), ("points", 1), ("draws", 2)):  # (a KDE of one draw has no bandwidth)
@@ -497,10 +528,10 @@ def check_run_arguments(args) -> None:
             raise UsageError(f"--{name} must be at least {least}, got {getattr(args, name)}")
     if not 0 <= args.split <= MAX_SPLIT:  # (it seeds the split's RandomState)
         raise UsageError(f"--split must be in [0, {MAX_SPLIT}], got {args.split}")
-    name, colon, size = args.dataset.partition(":")
-    if name == "letters" and colon and not (size.isdigit() and size.isascii() and int(size) >= 2):
+    name, colon, _ = args.dataset.partition(":")
+    if name == "letters" and colon and not dataset_name(args.dataset):
         raise UsageError(f"--dataset letters:N takes N training points, at least 2, got {args.dataset!r}")
-    if name != "letters" and not plain_name(args.dataset):
+    if not dataset_name(args.dataset):
         raise UsageError(f"--dataset must be a data set's name (letters, digits and _ . + -) or letters[:N], "
                          f"got {args.dataset!r}")
     if args.data_dir is not None and not Path(args.data_dir).is_dir():  # (not $DEEPGP_DATA in its place)

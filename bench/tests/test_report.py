@@ -508,3 +508,11 @@ def test_an_input_that_is_no_file_is_one_line_naming_its_option(tmp_path, capsys
     for name, path in names.items():
         says = says.replace(name, path) if name != "R" else says
     assert out == "" and err.startswith(f"deepgp report: error: {says}") and err.count("\n") == 1
+
+
+def test_text_put_into_a_cell_never_ends_it_or_its_row():
+    """A column named by a variant holding ``|`` or a line break stays one cell of one row."""
+    import re
+
+    text = report.label("GP", "vi", "a|b=|\n|")
+    assert "\n" not in text and not re.search(r"(?<!\\)\|", text) and text == "GP (VI, a\\|b=\\|<br>\\|)"

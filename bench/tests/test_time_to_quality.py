@@ -133,7 +133,9 @@ def test_a_record_after_a_line_cut_by_a_kill_starts_a_line_of_its_own(ttq, tmp_p
                                    ["--dataset", "no_such_set"], ["--dataset", "a\nb"], ["--data-dir", "NOPE"],
                                    ["--set", "lr=nan"], ["--checkpoints", "FILE"], ["--out", "DIR"],
                                    ["--out", "MODEL"], ["--out", "NOPE/x.jsonl"], ["--out", "DANGLING"],
-                                   ["--checkpoints", "NOPE/ck"]])
+                                   ["--checkpoints", "NOPE/ck"], ["--draws", "10000000000"],
+                                   ["--set", "iterations=5"],
+                                   ["--peers", "--method", "vi", "--peers-python", "DIR/python"]])
 def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path, monkeypatch, capsys, flags):
     """Each bad argument is refused before any training; a missing folder (named, or the target's of a
     link) is refused too, and not made."""
@@ -146,6 +148,7 @@ def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path
              for f in flags]
     trained = []
     monkeypatch.setattr(ttq, "run_deepgp", lambda *a: trained.append(a))
+    monkeypatch.setattr(ttq, "run_peer", lambda *a: trained.append(a))
     argv = ["time_to_quality.py", "--dataset", "letters:60", "--out", str(tmp_path / "o.jsonl"),
             "--checkpoints", str(tmp_path / "ck"), "--snapshots", "2", *flags]
     monkeypatch.setattr(sys, "argv", argv)
@@ -155,6 +158,8 @@ def test_a_bad_argument_is_one_line_and_exit_2_before_any_training(ttq, tmp_path
     assert exit_.value.code == 2 and trained == [] and err[-1].startswith("time_to_quality.py: error: ")
     assert (tmp_path / "MODEL").read_bytes() == b"X\x00\x00\x00\x00\x00\x00\x00{" + bytes(20)  # as it was
     assert not (tmp_path / "NOPE").exists() and not (tmp_path / "o.jsonl").exists()
+    if flags[0] == "--draws" and int(flags[1]) > 1:  # (more memory than any machine has: refused by its estimate)
+        assert err[-1].startswith("time_to_quality.py: error: --draws=10000000000 needs about ")
     if "NOPE/" in " ".join(flags) or "DANGLING" in " ".join(flags):
         assert f"the folder {tmp_path / 'NOPE'} does not exist" in err[-1]
 
@@ -207,3 +212,19 @@ def test_a_run_whose_evaluation_is_not_finite_records_nothing(ttq, tmp_path, mon
     with pytest.raises(ValueError):
         ttq.append(out, dict(key=KEY, iterations=1, seconds=1.0, kde=math.nan))
     assert not out.exists()
+
+
+def test_the_table_keeps_its_columns_whatever_text_a_key_holds(ttq, tmp_path):
+    """A record whose data set is no plain name is no record; any other text of a key (an override's name
+    and value) is escaped in its cell: ``|`` and line breaks never end a cell or a row."""
+    import json
+    import re
+
+    good = dict(key=dict(KEY, overrides={"a|b": "|\n|"}), iterations=10, seconds=1.0, kde=0.5, mixture=0.6, rmse=0.3)
+    odd = dict(good, key=dict(KEY, dataset="x|y"))
+    out = tmp_path / "runs.jsonl"
+    out.write_text(json.dumps(good) + "\n" + json.dumps(odd) + "\n")
+    lines = ttq.table(out, "kde", "test").splitlines()
+    assert len(lines) == 3 and "x|y" not in lines[2]
+    assert [len(re.findall(r"(?<!\\)\|", line)) for line in lines] == [8, 8, 8]
+    assert "a\\|b=\\|<br>\\|" in lines[2]

@@ -36,6 +36,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from .markdown import markdown_cell
 from .peers import peer_classes
 from .peers.run import DATASETS
 
@@ -405,7 +406,8 @@ def readme_table(comparisons: list[SplitComparison], iterations: int = DEFAULT_I
     for d, splits in by_dataset(comparisons).items():
         s = summarise(splits, iterations)
         at = s.at_default
-        lines.append(f"| {d} | {_splits(s.splits)} | {_per_split(s.best_peers, str, True)} | {_fmt(s.best)} | "
+        lines.append(f"| {markdown_cell(d)} | {_splits(s.splits)} | {_per_split(s.best_peers, str, True)} | "
+                     f"{_fmt(s.best)} | "
                      f"{_seconds(s.best_seconds)} / {_seconds(s.best_cpu_seconds)} | "
                      f"{_fmt(at[0]) if at else '–'} | {_seconds(at[1]) if at else '–'} | "
                      f"{_per_split(s.first_pass, lambda v: 'never' if v is None else _seconds(v))} |")
@@ -422,7 +424,7 @@ def full_table(comparisons: list[SplitComparison], iterations: int = DEFAULT_ITE
         s = summarise(splits, iterations)
         at = s.at_default
         lines.append(
-            f"| {d} | {_splits(s.splits)} | {_per_split(s.best_peers, str, True)} | {_fmt(s.best)} | "
+            f"| {markdown_cell(d)} | {_splits(s.splits)} | {_per_split(s.best_peers, str, True)} | {_fmt(s.best)} | "
             f"{_seconds(s.best_seconds)} | {_seconds(s.best_cpu_seconds)} | {_fmt(at[0]) if at else '–'} | "
             f"{_seconds(at[1]) if at else '–'} | {_fmt(s.last[0])} "
             f"({_per_split(s.last_iterations, '{:,}'.format, True)}) "
@@ -437,7 +439,7 @@ def dataset_table(splits: list[SplitComparison]) -> str:
     first pass per split."""
     names = list(dict.fromkeys(p for c in splits for p in c.peers))
     every = [c.split for c in splits]
-    lines = [f"### {splits[0].dataset} (splits {_splits(every)})", "",
+    lines = [f"### {markdown_cell(splits[0].dataset)} (splits {_splits(every)})", "",
              "| method | log density | KDE | seconds (wall) | CPU seconds |", "| --- |" + " ---: |" * 4]
 
     def only(have: list[int]) -> str:
@@ -447,7 +449,8 @@ def dataset_table(splits: list[SplitComparison]) -> str:
         fits = [(c.split, c.peers[name]) for c in splits if name in c.peers]
         kde = [f.kde for _, f in fits]
         cpu = [f.fit_cpu_seconds for _, f in fits]
-        lines.append(f"| {name}{only([s for s, _ in fits])} | {_fmt(_mean(f.log_density for _, f in fits))} | "
+        lines.append(f"| {markdown_cell(name)}{only([s for s, _ in fits])} | "
+                     f"{_fmt(_mean(f.log_density for _, f in fits))} | "
                      f"{_fmt(None if None in kde else _mean(kde))} | {_seconds(_mean(f.fit_seconds for _, f in fits))} "
                      f"| {_seconds(None if None in cpu else _mean(cpu))} |")
     for it in sorted({s.iterations for c in splits for s in c.curve.snapshots}):

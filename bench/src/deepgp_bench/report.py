@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from deepgp.storage import write_bytes
 
 from .baselines import network_name
+from .markdown import markdown_cell
 from .runner import BASELINES, CONFIGS, EVALUATION, SETTINGS, _text, describe_lines, load_results, variant
 
 _PAPER_METHOD = {"vi": "VI", "iw": "IWVI", "sghmc": "SGHMC"}
@@ -93,7 +94,7 @@ def _signed(value: float) -> str:
 def label(model: str, method: str, extra: str = "") -> str:
     """A column's name as the paper writes it: ``label("LV-GP", "iw")`` → "LV-GP (IWVI)"; ``extra`` (a
     variant) goes inside the brackets."""
-    return f"{model} ({_PAPER_METHOD[method]}{', ' + extra if extra else ''})"
+    return markdown_cell(f"{model} ({_PAPER_METHOD[method]}{', ' + extra if extra else ''})")
 
 
 def _fmt(mean: float, se: float | None = None) -> str:
@@ -290,7 +291,7 @@ def against_paper(gaps: dict[tuple, list[Gap]], datasets: list[str], tolerance: 
                 texts.append("no value (NaN)")
             else:
                 texts.append(f"{gap.diff:+.2f} {'✓' if gap.ok else '✗'}" + (f" {gap.cause}" if gap.cause else ""))
-        lines.append(f"| {d} | " + " | ".join(texts) + " |")
+        lines.append(f"| {markdown_cell(d)} | " + " | ".join(texts) + " |")
     counts = {c: (sum(g.ok for g in gaps[c]), sum(not math.isnan(g.diff) for g in gaps[c])) for c in shown}
     lines.append("| **within** | " + " | ".join(f"{k} of {n}" for k, n in counts.values()) + " |")
     lines.append("")
@@ -416,7 +417,7 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
             ex = [np.mean(list(extra[k][g].values())) for k in extra]
             known = [v for v in extra["seconds"][g].values() if not math.isnan(v)]  # (a hand-edited file may lack them)
             ex[3] = np.mean(known) if known else math.nan
-            cells = [d, label(*c), len(groups[g]), _fmt(mean, se), _fmt(*p) if p else "–", diff,
+            cells = [markdown_cell(d), label(*c), len(groups[g]), _fmt(mean, se), _fmt(*p) if p else "–", diff,
                      *([_trend(*trend[g], metric) if g in trend else "–"] if trend else []),
                      f"{ex[0]:.2f}", f"{ex[1]:.3f}", f"{ex[2]:.3f}", _number(ex[3], 0)]
             lines.append("| " + " | ".join(map(str, cells)) + " |")
@@ -528,7 +529,7 @@ def render_matrix(results, paper, metric: str, title: str, digits: int = 2, refe
     for d in datasets:
         cells = [f"{_number(ours.get((d, *m)), digits)} / {_number(paper_table.get((d, *m), (None,))[0], digits)}"
                  for m in methods]
-        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+        lines.append(f"| {markdown_cell(d)} | " + " | ".join(cells) + " |")
     # the cells the paper fills and we have not run, methods with the same data sets together
     not_run: dict[tuple, list[str]] = {}
     for m in methods:
@@ -590,7 +591,7 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
             ours = _table1_cell(means.get((d, *c)), w_ours.get((d, *c[:2])))
             theirs = _table1_cell(paper_table.get((d, *c[:2]), (None,))[0], paper_w.get((d, *c[:2])))
             cells.append(f"{ours} / {theirs}")
-        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+        lines.append(f"| {markdown_cell(d)} | " + " | ".join(cells) + " |")
     complete, ranks, med, paper_ranks, paper_med = summary(groups, configs, datasets, paper_table)
     lines.append(f"| median difference from GP (VI), ours / paper ({len(complete)} datasets) | "
                  + " | ".join(f"{_signed(med[c])} / {_signed(paper_med[c])}" for c in configs) + " |")
@@ -602,7 +603,7 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
               "", "Runs × iterations behind each cell (– : not run):", "", header, rule]
     for d in datasets:
         cells = [f"{len(groups[(d, *c)])} × {budget[(d, *c[:2])]:,}" if (d, *c) in groups else "–" for c in configs]
-        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+        lines.append(f"| {markdown_cell(d)} | " + " | ".join(cells) + " |")
     gaps = _gaps(groups, configs, datasets)
     if gaps:
         lines += ["", "Runs missing from cells (not run, or not yet to the cell's longest budget) where other "
