@@ -86,6 +86,17 @@ def test_model_methods_and_splits():
         runner.make_configs(["a"], [("GP", "vi")], [0], 5, dtype="float16")
 
 
+def test_a_run_of_no_iterations_leaves_its_bound_empty_not_nan(data_dir, tmp_path):
+    results, lines = tmp_path / "r.csv", []
+    todo = runner.make_configs(["toya"], [("GP", "vi")], [0], iterations=0, data_dir=str(data_dir), **FAST)
+    assert runner.run_benchmark(todo, results, log=lines.append) == 0
+    text = results.read_text()
+    assert "nan" not in text.lower() and "nan" not in " ".join(lines).lower() and "bound -" in lines[-1]
+    header, values = csv.reader(text.splitlines())
+    row = dict(zip(header, values))
+    assert row["bound"] == "" and np.isfinite(float(row["test_loglik_kde"]))  # (the untrained model is still scored)
+
+
 def test_writes_rows_then_resumes_without_rerunning(data_dir, tmp_path):
     results = tmp_path / "r.csv"
     lines = []

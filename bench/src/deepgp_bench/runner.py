@@ -336,7 +336,7 @@ def run_config(config: dict) -> list[dict]:
     def row_at(iterations: int, model, history: np.ndarray, products: str = "-") -> dict:
         metrics = split_metrics(model, data.X_test, data.Y_test, bench.predict_samples, bench.shapiro_points or None,
                                 train.seed)  # shapiro_points 0: every test point
-        bound = float(np.mean(history[-min(len(history), 50):])) if len(history) else float("nan")
+        bound = float(np.mean(history[-min(len(history), 50):])) if len(history) else None  # (none: left empty)
         row = {k: config[k] for k in KEY} | {"iterations": iterations}
         row.update(metrics, bound=bound, n_train=len(data.X_train), n_test=len(data.X_test),
                    seconds=round(time.perf_counter() - start, 2), deepgp=__version__, torch=torch.__version__,
@@ -381,6 +381,11 @@ class Results:
 
     rows: list[dict] = field(default_factory=list)
     damaged: list[int] = field(default_factory=list)
+
+
+def _shown(value, spec: str = ".3f") -> str:
+    """A measured value for the progress line: "-" where there is none (no iteration ran: no bound)."""
+    return "-" if value is None else format(value, spec)
 
 
 def format_row(row: dict) -> str:
@@ -871,9 +876,9 @@ def run_benchmark(
             for row in rows:
                 at = f" at {row['iterations']} iterations" if len(rows) > 1 else ""
                 if _write_once(results, row, claims, own=row is rows[-1]):
-                    log(f"{prefix} {_describe(row)}{at}: kde {row['test_loglik_kde']:.3f} mixture "
-                        f"{row['test_loglik_mixture']:.3f} rmse {row['test_rmse']:.3f} W {row['shapiro_median']:.3f} "
-                        f"bound {row['bound']:.4g} ({row['seconds']:.0f}s)")
+                    log(f"{prefix} {_describe(row)}{at}: kde {_shown(row['test_loglik_kde'])} mixture "
+                        f"{_shown(row['test_loglik_mixture'])} rmse {_shown(row['test_rmse'])} W "
+                        f"{_shown(row['shapiro_median'])} bound {_shown(row['bound'], '.4g')} ({row['seconds']:.0f}s)")
                 elif row is rows[-1]:
                     log(f"{prefix} {_describe(row)}{at}: not written, already in {given}")
         finally:
