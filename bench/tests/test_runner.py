@@ -95,6 +95,9 @@ def test_a_run_of_no_iterations_leaves_its_bound_empty_not_nan(data_dir, tmp_pat
     header, values = csv.reader(text.splitlines())
     row = dict(zip(header, values))
     assert row["bound"] == "" and np.isfinite(float(row["test_loglik_kde"]))  # (the untrained model is still scored)
+    (read,) = runner.read_results(results)  # a complete row, not a damaged line to run again
+    assert math.isnan(read["bound"]) and runner.run_benchmark(todo, results, log=lines.append) == 0
+    assert results.read_text() == text
 
 
 def test_writes_rows_then_resumes_without_rerunning(data_dir, tmp_path):

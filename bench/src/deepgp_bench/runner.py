@@ -424,11 +424,14 @@ def _fields(line: bytes) -> list[str] | None:
         return None
 
 
+_MAY_BE_EMPTY = (*RECORDED, "bound")  # unknown, read as NaN: the bound of a run of no iteration is left empty
+
+
 def _parse_row(header: list[str], line: bytes) -> dict | None:
     """One typed row, or None where the line is damaged. Settings its model does not read
     (:func:`unread_settings`) are read as their defaults. A column beside the key and the metrics
     (:data:`RECORDED`) that the file lacks, or a cell of it left empty, is unknown ("", ``n_train`` and
-    ``n_test`` None, ``seconds`` NaN), not a reason to ignore the row."""
+    ``n_test`` None, ``seconds`` NaN), not a reason to ignore the row; so is an empty ``bound``."""
     values = _fields(line)
     if values is None or len(values) != len(header):
         return None
@@ -453,7 +456,7 @@ def _parse_row(header: list[str], line: bytes) -> dict | None:
             if k in row:
                 row[k] = None if k in RECORDED and not row[k].strip() else int(row[k])
         for k in METRICS + ("seconds",):
-            row[k] = math.nan if k in RECORDED and not row[k].strip() else float(row[k])
+            row[k] = math.nan if k in _MAY_BE_EMPTY and not row[k].strip() else float(row[k])
     except ValueError:
         return None
     # no run writes these: a log density of +inf (−inf is a failed fit's), a negative split
