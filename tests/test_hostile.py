@@ -257,6 +257,22 @@ def test_a_crafted_estimator_file_is_refused_by_setting(fitted, tmp_path):
             DeepGPRegressor.load(tmp_path / "c")
 
 
+def test_a_crafted_size_beyond_any_model_is_damage_not_a_crash(fitted, tmp_path, capsys):
+    # sizes beyond int64 (torch's TypeError) and within it (a count beyond any computer's): one line, exit 2
+    _, data, model = fitted
+    good = storage.read(model, storage.REGRESSOR)
+    for where, value in [("input_dim", 2**63), ("input_dim", 10**29), ("output_dim", 2**63 - 1),
+                         ("config/latent_dim", 2**62), ("config/encoder_hidden", (20, 2**70))]:
+        tree = {**good["model"], "config": dict(good["model"]["config"])}
+        *parent, leaf = where.split("/")
+        (tree[parent[0]] if parent else tree)[leaf] = value
+        storage.write(tmp_path / "c.safetensors", storage.REGRESSOR, {**good, "model": tree})
+        capsys.readouterr()
+        assert main(["predict", str(tmp_path / "c.safetensors"), str(data)]) == 2
+        err = capsys.readouterr().err
+        assert "c.safetensors is damaged" in err and "unexpected" not in err and err.count("\n") == 1, (where, err)
+
+
 def test_debug_shows_the_traceback(fitted, tmp_path):
     _, data, _ = fitted
     argv = ["predict", str(tmp_path / "absent.safetensors"), str(data)]
