@@ -192,6 +192,14 @@ def test_bad_command_lines_end_in_one_line_and_an_exit_status(fitted, tmp_path, 
         assert "Traceback" not in err, argv
 
 
+def test_more_marginal_points_than_rows_show_every_row(fitted, tmp_path, capsys):
+    # --points beyond the data's rows is clamped to them before the memory estimate, not refused by it
+    _, data, model = fitted
+    argv = ["plot", "marginals", str(model), "--data", str(data), "--samples", "20", "--out", str(tmp_path / "pm.png")]
+    assert main([*argv, "--points", str(10**9)]) == 0, capsys.readouterr().err
+    assert (tmp_path / "pm.png").stat().st_size > 0
+
+
 def test_a_factor_that_fails_in_training_ends_in_one_line(fitted, tmp_path, capsys, monkeypatch):
     _, data, _ = fitted
 

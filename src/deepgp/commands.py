@@ -430,9 +430,9 @@ def _plot_marginals(args) -> int:
     _figure_output(args.out, [*args.models, args.data])
     regs = _load_models(args.models)
     X, _ = _model_data(next(iter(regs.values())), args.data, need_target=False)
-    for reg in regs.values():  # (the draws at --points rows, before any is drawn)
-        check_memory(reg.model_, min(args.points, len(X)), args.samples, "draws", result=args.samples * args.points,
-                     setting="samples")
+    points = min(args.points, len(X))  # (marginals_figure shows at most every row once)
+    for reg in regs.values():  # (the draws at those rows, before any is drawn)
+        check_memory(reg.model_, points, args.samples, "draws", result=args.samples * points, setting="samples")
     fig = marginals_figure(regs, X, num_points=args.points, num_samples=args.samples)
     print(f"wrote {save_figure(fig, args.out)}")
     return 0
