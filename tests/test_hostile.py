@@ -200,6 +200,40 @@ def test_more_marginal_points_than_rows_show_every_row(fitted, tmp_path, capsys)
     assert (tmp_path / "pm.png").stat().st_size > 0
 
 
+def test_a_refused_plot_makes_no_folder(fitted, tmp_path, capsys):
+    # a figure's folder must exist, as a model's must: a refused command (for any reason) leaves nothing
+    d, data, model = fitted
+    new = tmp_path / "nd" / "x.png"
+    for argv, said in [(["plot", "prior", "--models", "XX"], "does not exist"),
+                       (["plot", "prior"], "the folder " + str(tmp_path / "nd") + " does not exist"),
+                       (["plot", "posterior", str(model)], "does not exist"),
+                       (["plot", "marginals", str(model), "--data", str(tmp_path / "absent.csv")], "does not exist")]:
+        capsys.readouterr()
+        assert main([*argv, "--out", str(new)]) == 2, argv
+        assert said in capsys.readouterr().err, argv
+        assert not (tmp_path / "nd").exists(), argv
+
+
+def test_the_demo_makes_its_folder_only_to_write_in_it(monkeypatch, tmp_path, capsys):
+    class Interrupted:
+        def __init__(self, **kwargs):
+            pass
+
+        def fit(self, x, y):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(deepgp.demo, "DeepGPRegressor", Interrupted)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    assert main(["demo", "--quick", "--models", "GP", "--no-progress", "--out", str(tmp_path / "new")]) == 130
+    assert not (tmp_path / "new").exists()  # interrupted in training: nothing to write, no folder
+    monkeypatch.chdir(tmp_path)
+    for out, said in [("", "out (--out) must name a folder"), (str(tmp_path / "no" / "new"), "does not exist")]:
+        capsys.readouterr()
+        assert main(["demo", "--quick", "--models", "GP", "--no-progress", "--out", out]) == 2
+        assert said in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []  # (nothing written into the current folder either)
+
+
 def test_a_factor_that_fails_in_training_ends_in_one_line(fitted, tmp_path, capsys, monkeypatch):
     _, data, _ = fitted
 

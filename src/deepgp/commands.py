@@ -375,9 +375,9 @@ def _convert(args) -> int:
 
 
 def _figure_output(path, inputs=()) -> None:
-    """A figure's file: .png or .pdf, its folder made, writable, none of the inputs (checked before drawing)."""
+    """A figure's file: .png or .pdf, in a folder that exists, writable, none of the inputs (checked before
+    drawing; nothing is made, so a refused command leaves no trace)."""
     check_figure_path(path)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     check_output(path, "the figure", inputs)
 
 
