@@ -234,6 +234,24 @@ def test_the_demo_makes_its_folder_only_to_write_in_it(monkeypatch, tmp_path, ca
     assert os.listdir(tmp_path) == []  # (nothing written into the current folder either)
 
 
+def test_an_rmse_within_float64_is_computed_though_its_sum_of_squares_is_not(fitted, tmp_path, capsys):
+    # 1,000 errors of 5e152: their squares sum to 2.5e308, beyond float64; their RMSE, 5e152, is not
+    import warnings
+
+    _, _, model = fitted
+    far = tmp_path / "far.csv"
+    far.write_text("x1,x2,y\n" + "0.5,-0.25,5e152\n" * 1000)
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["evaluate", str(model), str(far), "--predict-samples", "10", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == "" and [str(w.message) for w in caught] == [], err
+    metrics = json.loads(out)
+    # every error is 5e152 - (a prediction near 1): 5e152 in float64, as is their root mean square
+    assert metrics["rmse"] == pytest.approx(5e152, rel=1e-12) and metrics["crps"] == pytest.approx(5e152, rel=1e-6)
+
+
 def test_a_factor_that_fails_in_training_ends_in_one_line(fitted, tmp_path, capsys, monkeypatch):
     _, data, _ = fitted
 

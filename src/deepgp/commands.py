@@ -335,11 +335,11 @@ def _evaluate(args) -> int:
         check_output(args.json, "the metrics", [args.model, args.data])
     reg = load_regressor(args.model, args.predict_samples)
     X, y, rows = _model_data(reg, args.data, need_target=True, lines=True)
-    # a target far from the predictions (1e200) has a squared error or mean beyond float64: inf, refused below
-    # by its line or by json_text, with no numpy warning before that one line
+    # a target far from the predictions (1e200) has a log density or error beyond float64: inf, refused below
+    # by its line, with no numpy warning before that one line
     with np.errstate(over="ignore", invalid="ignore"):
         pointwise = regressor_pointwise(reg, X, y)
-        _finite_rows(args.data, rows, pointwise, "log density, squared error or CRPS")
+        _finite_rows(args.data, rows, pointwise, "log density, error or CRPS")
         metrics = {"model": reg.model, "target": reg.columns_["target"], **regressor_metrics(reg, X, y, pointwise)}
     text = json_text(metrics, f"the metrics of {args.data}", indent=2) + "\n"  # (a mean may overflow)
     if args.json == "-":
