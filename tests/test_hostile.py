@@ -252,6 +252,24 @@ def test_an_rmse_within_float64_is_computed_though_its_sum_of_squares_is_not(fit
     assert metrics["rmse"] == pytest.approx(5e152, rel=1e-12) and metrics["crps"] == pytest.approx(5e152, rel=1e-6)
 
 
+def test_evaluate_replaces_only_its_own_metrics_file(fitted, tmp_path, capsys):
+    # --json replaces an earlier metrics file of evaluate's, or an empty file; never a model or other data
+    _, data, model = fitted
+    victim, other, metrics = tmp_path / "victim.safetensors", tmp_path / "notes.json", tmp_path / "m.json"
+    victim.write_bytes(model.read_bytes())
+    other.write_text('{"rmse": 1}')
+    for target, said in [(victim, "; it is a model saved by deepgp"), (other, ", so it is not replaced")]:
+        capsys.readouterr()
+        assert main(["evaluate", str(model), str(data), "--json", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert f"the file there is not a metrics file of deepgp evaluate{said}" in err and err.count("\n") == 1, err
+    assert victim.read_bytes() == model.read_bytes() and other.read_text() == '{"rmse": 1}'
+    metrics.touch()
+    for _ in range(2):  # the empty file, then its own output
+        assert main(["evaluate", str(model), str(data), "--json", str(metrics), "--predict-samples", "5"]) == 0
+    assert set(json.loads(metrics.read_text())) == storage.METRICS_FIELDS
+
+
 def test_a_factor_that_fails_in_training_ends_in_one_line(fitted, tmp_path, capsys, monkeypatch):
     _, data, _ = fitted
 

@@ -332,7 +332,7 @@ def _check_memory(reg, num_points: int, samples: int) -> None:
 
 def _evaluate(args) -> int:
     if args.json not in (None, "-"):
-        check_output(args.json, "the metrics", [args.model, args.data])
+        check_output(args.json, "the metrics", [args.model, args.data], kind=storage.METRICS)
     reg = load_regressor(args.model, args.predict_samples)
     X, y, rows = _model_data(reg, args.data, need_target=True, lines=True)
     # a target far from the predictions (1e200) has a log density or error beyond float64: inf, refused below
