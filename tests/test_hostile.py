@@ -270,6 +270,18 @@ def test_evaluate_replaces_only_its_own_metrics_file(fitted, tmp_path, capsys):
     assert set(json.loads(metrics.read_text())) == storage.METRICS_FIELDS
 
 
+def test_csv_messages_name_the_physical_line(tmp_path, capsys):
+    # a quoted header name spans lines 1-2: 'abc' is on line 5 of the file, though in its 4th record
+    from deepgp.tables import read_csv
+
+    nl = tmp_path / "nl.csv"
+    nl.write_text('"x\n1",y\n1,2\n2,3\n3,abc\n\n4,"5\n"\n6,inf\n')
+    columns = read_csv(nl)
+    assert columns["y"].bad == (5, "abc") and columns["y"].infinite == [9] and list(columns["y"].lines) == [3, 4, 5, 7, 9]
+    assert main(["fit", str(nl), "--target", "y", *FAST, "--out", str(tmp_path / "nl.safetensors")]) == 2
+    assert "'abc' on line 5" in capsys.readouterr().err
+
+
 def test_a_factor_that_fails_in_training_ends_in_one_line(fitted, tmp_path, capsys, monkeypatch):
     _, data, _ = fitted
 
