@@ -282,6 +282,26 @@ def test_csv_messages_name_the_physical_line(tmp_path, capsys):
     assert "'abc' on line 5" in capsys.readouterr().err
 
 
+def test_a_closed_standard_output_is_refused_in_one_line(fitted, tmp_path, capsys, monkeypatch):
+    # `deepgp evaluate ... --json >&-`: Python has no sys.stdout at all
+    _, data, model = fitted
+    monkeypatch.setattr("sys.stdout", None)
+    for argv, option in [(["evaluate", str(model), str(data), "--json"], "--json FILE"),
+                         (["evaluate", str(model), str(data)], "--json FILE"), (["predict", str(model), str(data)], "--out FILE")]:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "standard output is closed" in err and option in err, err
+
+
+def test_an_upper_case_gz_suffix_is_read_as_gzip(fitted, tmp_path):
+    from deepgp.tables import read_csv
+
+    _, data, _ = fitted
+    loud = tmp_path / "DATA.CSV.GZ"
+    loud.write_bytes(gzip.compress(data.read_bytes()))
+    assert np.array_equal(read_csv(loud)["y"].values, read_csv(data)["y"].values)
+
+
 def test_a_factor_that_fails_in_training_ends_in_one_line(fitted, tmp_path, capsys, monkeypatch):
     _, data, _ = fitted
 

@@ -293,10 +293,19 @@ def _fit(args) -> int:
     return 0
 
 
+def _check_stdout(what: str, option: str) -> None:
+    """A ValueError before any work where standard output, where ``what`` would go, is closed (Python
+    then has no ``sys.stdout``: ``deepgp predict >&-``)."""
+    if sys.stdout is None:
+        raise ValueError(f"standard output is closed, so {what} cannot be written there; give a file with {option}")
+
+
 def _predict(args) -> int:
     levels = _levels(args.quantiles)
     if args.out != "-":
         check_output(args.out, "the predictions", [args.model, args.data], kind=storage.PREDICTIONS)
+    else:
+        _check_stdout("the predictions", "--out FILE")
     reg = load_regressor(args.model, args.predict_samples)
     X, _, rows = _model_data(reg, args.data, need_target=False, lines=True)
     _check_memory(reg, len(X), args.samples)
@@ -333,6 +342,8 @@ def _check_memory(reg, num_points: int, samples: int) -> None:
 def _evaluate(args) -> int:
     if args.json not in (None, "-"):
         check_output(args.json, "the metrics", [args.model, args.data], kind=storage.METRICS)
+    else:  # (the JSON or the table: the command's only output)
+        _check_stdout("the metrics", "--json FILE")
     reg = load_regressor(args.model, args.predict_samples)
     X, y, rows = _model_data(reg, args.data, need_target=True, lines=True)
     # a target far from the predictions (1e200) has a log density or error beyond float64: inf, refused below

@@ -40,7 +40,7 @@ def read_csv(path) -> dict[str, Column]:
         raise FileNotFoundError(f"no such file: {path}")
     if not path.is_file():  # a folder, a device (/dev/zero never ends), a pipe (blocks)
         raise ValueError(f"{path} is not a regular file")
-    opener = gzip.open if path.suffix == ".gz" else open
+    opener = gzip.open if path.suffix.lower() == ".gz" else open  # (DATA.CSV.GZ too)
     try:
         with opener(path, "rt", newline="", encoding="utf-8-sig") as f:  # -sig: a BOM is not part of a name
             reader, rows, starts, start = csv.reader(f), [], [], 1
