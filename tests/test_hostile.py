@@ -277,7 +277,8 @@ def test_csv_messages_name_the_physical_line(tmp_path, capsys):
     nl = tmp_path / "nl.csv"
     nl.write_text('"x\n1",y\n1,2\n2,3\n3,abc\n\n4,"5\n"\n6,inf\n')
     columns = read_csv(nl)
-    assert columns["y"].bad == (5, "abc") and columns["y"].infinite == [9] and list(columns["y"].lines) == [3, 4, 5, 7, 9]
+    assert columns["y"].bad == (5, "abc") and columns["y"].infinite == [9]
+    assert list(columns["y"].lines) == [3, 4, 5, 7, 9]
     assert main(["fit", str(nl), "--target", "y", *FAST, "--out", str(tmp_path / "nl.safetensors")]) == 2
     assert "'abc' on line 5" in capsys.readouterr().err
 
@@ -287,7 +288,8 @@ def test_a_closed_standard_output_is_refused_in_one_line(fitted, tmp_path, capsy
     _, data, model = fitted
     monkeypatch.setattr("sys.stdout", None)
     for argv, option in [(["evaluate", str(model), str(data), "--json"], "--json FILE"),
-                         (["evaluate", str(model), str(data)], "--json FILE"), (["predict", str(model), str(data)], "--out FILE")]:
+                         (["evaluate", str(model), str(data)], "--json FILE"),
+                         (["predict", str(model), str(data)], "--out FILE")]:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "standard output is closed" in err and option in err, err

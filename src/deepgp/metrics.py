@@ -103,12 +103,12 @@ def split_metrics(
         errors.append((draws.mean(0) - y).cpu().numpy())  # [n, D_y]
         if sl.start < n_shapiro:
             shapiro_draws.append(draws[:, : n_shapiro - sl.start, 0].cpu().numpy())
-    errors = np.concatenate(errors)  # [N, D_y]
+    error = np.concatenate(errors)  # [N, D_y]
     return dict(
         test_loglik_kde=float(torch.cat(kde).mean()),
         test_loglik_mixture=float(torch.cat(mixture).mean()),
         # the mean over points of the squared error's sum over the D_y outputs: D_y × the entries' mean square
-        test_rmse=root_mean_square(errors) * math.sqrt(errors.shape[-1]),
+        test_rmse=root_mean_square(error) * math.sqrt(error.shape[-1]),
         shapiro_median=shapiro_median(np.concatenate(shapiro_draws, axis=1)),
     )
 
