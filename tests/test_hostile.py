@@ -192,6 +192,118 @@ def test_bad_command_lines_end_in_one_line_and_an_exit_status(fitted, tmp_path, 
         assert "Traceback" not in err, argv
 
 
+def test_more_marginal_points_than_rows_show_every_row(fitted, tmp_path, capsys):
+    # --points beyond the data's rows is clamped to them before the memory estimate, not refused by it
+    _, data, model = fitted
+    argv = ["plot", "marginals", str(model), "--data", str(data), "--samples", "20", "--out", str(tmp_path / "pm.png")]
+    assert main([*argv, "--points", str(10**9)]) == 0, capsys.readouterr().err
+    assert (tmp_path / "pm.png").stat().st_size > 0
+
+
+def test_a_refused_plot_makes_no_folder(fitted, tmp_path, capsys):
+    # a figure's folder must exist, as a model's must: a refused command (for any reason) leaves nothing
+    d, data, model = fitted
+    new = tmp_path / "nd" / "x.png"
+    for argv, said in [(["plot", "prior", "--models", "XX"], "does not exist"),
+                       (["plot", "prior"], "the folder " + str(tmp_path / "nd") + " does not exist"),
+                       (["plot", "posterior", str(model)], "does not exist"),
+                       (["plot", "marginals", str(model), "--data", str(tmp_path / "absent.csv")], "does not exist")]:
+        capsys.readouterr()
+        assert main([*argv, "--out", str(new)]) == 2, argv
+        assert said in capsys.readouterr().err, argv
+        assert not (tmp_path / "nd").exists(), argv
+
+
+def test_the_demo_makes_its_folder_only_to_write_in_it(monkeypatch, tmp_path, capsys):
+    class Interrupted:
+        def __init__(self, **kwargs):
+            pass
+
+        def fit(self, x, y):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(deepgp.demo, "DeepGPRegressor", Interrupted)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    assert main(["demo", "--quick", "--models", "GP", "--no-progress", "--out", str(tmp_path / "new")]) == 130
+    assert not (tmp_path / "new").exists()  # interrupted in training: nothing to write, no folder
+    monkeypatch.chdir(tmp_path)
+    for out, said in [("", "out (--out) must name a folder"), (str(tmp_path / "no" / "new"), "does not exist")]:
+        capsys.readouterr()
+        assert main(["demo", "--quick", "--models", "GP", "--no-progress", "--out", out]) == 2
+        assert said in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []  # (nothing written into the current folder either)
+
+
+def test_an_rmse_within_float64_is_computed_though_its_sum_of_squares_is_not(fitted, tmp_path, capsys):
+    # 1,000 errors of 5e152: their squares sum to 2.5e308, beyond float64; their RMSE, 5e152, is not
+    import warnings
+
+    _, _, model = fitted
+    far = tmp_path / "far.csv"
+    far.write_text("x1,x2,y\n" + "0.5,-0.25,5e152\n" * 1000)
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["evaluate", str(model), str(far), "--predict-samples", "10", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == "" and [str(w.message) for w in caught] == [], err
+    metrics = json.loads(out)
+    # every error is 5e152 - (a prediction near 1): 5e152 in float64, as is their root mean square
+    assert metrics["rmse"] == pytest.approx(5e152, rel=1e-12) and metrics["crps"] == pytest.approx(5e152, rel=1e-6)
+
+
+def test_evaluate_replaces_only_its_own_metrics_file(fitted, tmp_path, capsys):
+    # --json replaces an earlier metrics file of evaluate's, or an empty file; never a model or other data
+    _, data, model = fitted
+    victim, other, metrics = tmp_path / "victim.safetensors", tmp_path / "notes.json", tmp_path / "m.json"
+    victim.write_bytes(model.read_bytes())
+    other.write_text('{"rmse": 1}')
+    for target, said in [(victim, "; it is a model saved by deepgp"), (other, ", so it is not replaced")]:
+        capsys.readouterr()
+        assert main(["evaluate", str(model), str(data), "--json", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert f"the file there is not a metrics file of deepgp evaluate{said}" in err and err.count("\n") == 1, err
+    assert victim.read_bytes() == model.read_bytes() and other.read_text() == '{"rmse": 1}'
+    metrics.touch()
+    for _ in range(2):  # the empty file, then its own output
+        assert main(["evaluate", str(model), str(data), "--json", str(metrics), "--predict-samples", "5"]) == 0
+    assert set(json.loads(metrics.read_text())) == storage.METRICS_FIELDS
+
+
+def test_csv_messages_name_the_physical_line(tmp_path, capsys):
+    # a quoted header name spans lines 1-2: 'abc' is on line 5 of the file, though in its 4th record
+    from deepgp.tables import read_csv
+
+    nl = tmp_path / "nl.csv"
+    nl.write_text('"x\n1",y\n1,2\n2,3\n3,abc\n\n4,"5\n"\n6,inf\n')
+    columns = read_csv(nl)
+    assert columns["y"].bad == (5, "abc") and columns["y"].infinite == [9]
+    assert list(columns["y"].lines) == [3, 4, 5, 7, 9]
+    assert main(["fit", str(nl), "--target", "y", *FAST, "--out", str(tmp_path / "nl.safetensors")]) == 2
+    assert "'abc' on line 5" in capsys.readouterr().err
+
+
+def test_a_closed_standard_output_is_refused_in_one_line(fitted, tmp_path, capsys, monkeypatch):
+    # `deepgp evaluate ... --json >&-`: Python has no sys.stdout at all
+    _, data, model = fitted
+    monkeypatch.setattr("sys.stdout", None)
+    for argv, option in [(["evaluate", str(model), str(data), "--json"], "--json FILE"),
+                         (["evaluate", str(model), str(data)], "--json FILE"),
+                         (["predict", str(model), str(data)], "--out FILE")]:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "standard output is closed" in err and option in err, err
+
+
+def test_an_upper_case_gz_suffix_is_read_as_gzip(fitted, tmp_path):
+    from deepgp.tables import read_csv
+
+    _, data, _ = fitted
+    loud = tmp_path / "DATA.CSV.GZ"
+    loud.write_bytes(gzip.compress(data.read_bytes()))
+    assert np.array_equal(read_csv(loud)["y"].values, read_csv(data)["y"].values)
+
+
 def test_a_factor_that_fails_in_training_ends_in_one_line(fitted, tmp_path, capsys, monkeypatch):
     _, data, _ = fitted
 
@@ -255,6 +367,22 @@ def test_a_crafted_estimator_file_is_refused_by_setting(fitted, tmp_path):
         storage.write(tmp_path / "c", storage.REGRESSOR, {**good, "params": {**good["params"], **change}})
         with pytest.raises(ValueError, match=message):
             DeepGPRegressor.load(tmp_path / "c")
+
+
+def test_a_crafted_size_beyond_any_model_is_damage_not_a_crash(fitted, tmp_path, capsys):
+    # sizes beyond int64 (torch's TypeError) and within it (a count beyond any computer's): one line, exit 2
+    _, data, model = fitted
+    good = storage.read(model, storage.REGRESSOR)
+    for where, value in [("input_dim", 2**63), ("input_dim", 10**29), ("output_dim", 2**63 - 1),
+                         ("config/latent_dim", 2**62), ("config/encoder_hidden", (20, 2**70))]:
+        tree = {**good["model"], "config": dict(good["model"]["config"])}
+        *parent, leaf = where.split("/")
+        (tree[parent[0]] if parent else tree)[leaf] = value
+        storage.write(tmp_path / "c.safetensors", storage.REGRESSOR, {**good, "model": tree})
+        capsys.readouterr()
+        assert main(["predict", str(tmp_path / "c.safetensors"), str(data)]) == 2
+        err = capsys.readouterr().err
+        assert "c.safetensors is damaged" in err and "unexpected" not in err and err.count("\n") == 1, (where, err)
 
 
 def test_debug_shows_the_traceback(fitted, tmp_path):

@@ -139,20 +139,28 @@ def test_far_rows_are_predicted_and_evaluated_as_finite_numbers(fitted, capsys):
     assert all(math.isfinite(metrics[k]) for k in ("log_density", "rmse", "crps"))
 
 
+def previous_outputs(d) -> dict:
+    """{path: text} of a previous predictions file and a previous metrics file, written in ``d``: the files
+    that predict and evaluate would replace."""
+    kept = {d / "kept.csv": "mean,std,q0.5\n1.0,2.0,1.0\n",
+            d / "kept.json": json.dumps(dict.fromkeys(["model", "target", "n", "log_density", "rmse", "crps"], 1))}
+    for out, good in kept.items():
+        out.write_text(good)
+    return kept
+
+
 def test_a_value_beyond_the_models_dtype_is_refused_by_file_line_and_column(fitted, capsys):
     d, models, far = fitted
     data = write_xy(d / "big.csv", [["0.5", "1000000.8"], ["", ""], ["1e39", "1e6"]])  # (a blank line: line 4)
-    out = d / "kept.csv"
-    good = "mean,std,q0.5\n1.0,2.0,1.0\n"  # (a previous predictions file, which predict would replace)
-    out.write_text(good)
-    for argv in (["predict", str(models["float32"]), str(data), "--out", str(out)],
-                 ["evaluate", str(models["float32"]), str(data), "--json", str(out)]):
+    kept = previous_outputs(d)
+    for argv in (["predict", str(models["float32"]), str(data), "--out", str(d / "kept.csv")],
+                 ["evaluate", str(models["float32"]), str(data), "--json", str(d / "kept.json")]):
         capsys.readouterr()
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and (f"{data}, line 4: 'x' is 1e+39, beyond what the model's float32 arithmetic "
                                          "holds once standardised (1 such value(s)); fit a float64 model") in err
-        assert out.read_text() == good
+        assert all(out.read_text() == good for out, good in kept.items())
     big_y = write_xy(d / "big_y.csv", [["0.5", "1000000.8"], ["0.1", "1e45"]])
     assert main(["evaluate", str(models["float32"]), str(big_y)]) == 2
     assert f"{big_y}, line 3: 'y' is 1e+45, beyond what the model's float32" in capsys.readouterr().err
@@ -161,9 +169,7 @@ def test_a_value_beyond_the_models_dtype_is_refused_by_file_line_and_column(fitt
 def test_a_prediction_that_is_not_finite_is_refused_by_line_and_nothing_is_written(fitted, capsys, monkeypatch):
     # the last line of defence: whatever made it, NaN or inf is never written as a result
     d, models, far = fitted
-    out = d / "kept.csv"
-    good = "mean,std,q0.5\n1.0,2.0,1.0\n"  # (a previous predictions file, which predict would replace)
-    out.write_text(good)
+    kept = previous_outputs(d)
     real = DeepGPRegressor.predict
 
     def broken(self, X, return_std=False):
@@ -172,18 +178,19 @@ def test_a_prediction_that_is_not_finite_is_refused_by_line_and_nothing_is_writt
         return (mean, std) if return_std else mean
 
     monkeypatch.setattr(DeepGPRegressor, "predict", broken)
-    for argv, what in ((["predict", str(models["matern52"]), str(far), "--out", str(out)], "predictions"),
-                       (["evaluate", str(models["matern52"]), str(far), "--json", str(out)], "log density, squared")):
+    for argv, what in ((["predict", str(models["matern52"]), str(far), "--out", str(d / "kept.csv")], "predictions"),
+                       (["evaluate", str(models["matern52"]), str(far), "--json", str(d / "kept.json")],
+                        "log density, error")):
         capsys.readouterr()
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{far}, line(s) 4: the model's {what}" in err and "nothing was written" in err
-        assert out.read_text() == good
+        assert all(out.read_text() == good for out, good in kept.items())
 
 
-def test_metrics_that_overflow_are_refused_not_written_as_infinity(fitted, capsys, monkeypatch):
+def test_a_mean_near_float64s_largest_is_written_not_overflowed(fitted, capsys, monkeypatch):
+    # CRPS of 1e308 at every point: their sum is beyond float64, their mean is not (metrics.scaled_mean)
     d, models, far = fitted
     monkeypatch.setattr("deepgp.metrics.crps_from_samples", lambda draws, y: np.full(len(y), 1e308))
-    assert main(["evaluate", str(models["matern52"]), str(far), "--json"]) == 2
-    err = capsys.readouterr().err
-    assert f"the metrics of {far} would hold a value that is not a finite number (['crps'] = inf)" in err
+    assert main(["evaluate", str(models["matern52"]), str(far), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["crps"] == pytest.approx(1e308, rel=1e-12)

@@ -39,8 +39,11 @@ def test_figures_are_written(fitted_lv, bimodal_data, tmp_path):
         "marginals.png": plotting.marginals_figure({"LV-GP": model}, xt, num_points=5, num_samples=200),
     }
     for name, fig in figs.items():
-        path = plotting.save_figure(fig, tmp_path / "sub" / name)
+        path = plotting.save_figure(fig, tmp_path / name)
         assert path.stat().st_size > 5000
+    with pytest.raises(ValueError, match="the folder .*sub does not exist"):  # none is made
+        plotting.save_figure(plotting.prior_figure("GP", num_draws=1, resolution=10), tmp_path / "sub" / "x.png")
+    assert not (tmp_path / "sub").exists()
     with pytest.raises(ValueError, match="must end in one of"):
         plotting.save_figure(plotting.prior_figure("GP", num_draws=1, resolution=10), tmp_path / "x.svg")
 

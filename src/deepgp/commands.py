@@ -293,10 +293,19 @@ def _fit(args) -> int:
     return 0
 
 
+def _check_stdout(what: str, option: str) -> None:
+    """A ValueError before any work where standard output, where ``what`` would go, is closed (Python
+    then has no ``sys.stdout``: ``deepgp predict >&-``)."""
+    if sys.stdout is None:
+        raise ValueError(f"standard output is closed, so {what} cannot be written there; give a file with {option}")
+
+
 def _predict(args) -> int:
     levels = _levels(args.quantiles)
     if args.out != "-":
         check_output(args.out, "the predictions", [args.model, args.data], kind=storage.PREDICTIONS)
+    else:
+        _check_stdout("the predictions", "--out FILE")
     reg = load_regressor(args.model, args.predict_samples)
     X, _, rows = _model_data(reg, args.data, need_target=False, lines=True)
     _check_memory(reg, len(X), args.samples)
@@ -332,14 +341,16 @@ def _check_memory(reg, num_points: int, samples: int) -> None:
 
 def _evaluate(args) -> int:
     if args.json not in (None, "-"):
-        check_output(args.json, "the metrics", [args.model, args.data])
+        check_output(args.json, "the metrics", [args.model, args.data], kind=storage.METRICS)
+    else:  # (the JSON or the table: the command's only output)
+        _check_stdout("the metrics", "--json FILE")
     reg = load_regressor(args.model, args.predict_samples)
     X, y, rows = _model_data(reg, args.data, need_target=True, lines=True)
-    # a target far from the predictions (1e200) has a squared error or mean beyond float64: inf, refused below
-    # by its line or by json_text, with no numpy warning before that one line
+    # a target far from the predictions (1e200) has a log density or error beyond float64: inf, refused below
+    # by its line, with no numpy warning before that one line
     with np.errstate(over="ignore", invalid="ignore"):
         pointwise = regressor_pointwise(reg, X, y)
-        _finite_rows(args.data, rows, pointwise, "log density, squared error or CRPS")
+        _finite_rows(args.data, rows, pointwise, "log density, error or CRPS")
         metrics = {"model": reg.model, "target": reg.columns_["target"], **regressor_metrics(reg, X, y, pointwise)}
     text = json_text(metrics, f"the metrics of {args.data}", indent=2) + "\n"  # (a mean may overflow)
     if args.json == "-":
@@ -375,9 +386,9 @@ def _convert(args) -> int:
 
 
 def _figure_output(path, inputs=()) -> None:
-    """A figure's file: .png or .pdf, its folder made, writable, none of the inputs (checked before drawing)."""
+    """A figure's file: .png or .pdf, in a folder that exists, writable, none of the inputs (checked before
+    drawing; nothing is made, so a refused command leaves no trace)."""
     check_figure_path(path)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     check_output(path, "the figure", inputs)
 
 
@@ -430,9 +441,9 @@ def _plot_marginals(args) -> int:
     _figure_output(args.out, [*args.models, args.data])
     regs = _load_models(args.models)
     X, _ = _model_data(next(iter(regs.values())), args.data, need_target=False)
-    for reg in regs.values():  # (the draws at --points rows, before any is drawn)
-        check_memory(reg.model_, min(args.points, len(X)), args.samples, "draws", result=args.samples * args.points,
-                     setting="samples")
+    points = min(args.points, len(X))  # (marginals_figure shows at most every row once)
+    for reg in regs.values():  # (the draws at those rows, before any is drawn)
+        check_memory(reg.model_, points, args.samples, "draws", result=args.samples * points, setting="samples")
     fig = marginals_figure(regs, X, num_points=args.points, num_samples=args.samples)
     print(f"wrote {save_figure(fig, args.out)}")
     return 0

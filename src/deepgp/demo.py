@@ -10,6 +10,7 @@ the letters' multimodal, piecewise-constant slices.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import warnings
 from dataclasses import asdict, dataclass, replace
@@ -84,10 +85,7 @@ def run_demo(out="deepgp-demo", models=tuple(MODELS), config: DemoConfig = DemoC
         raise ValueError(f"a demo model named twice in {list(models)}")
     torch.set_num_threads(min(torch.get_num_threads(), 2))  # small matrices: more threads only contend
     (x, y), (xt, yt) = load_letters(config.num_train, config.num_test, seed=config.seed)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, what in (("demo.png", "the figure"), ("scores.json", "the scores")):
-        check_writable(out / name, what)  # before the minutes of training, not after them
+    out = _check_folder(out)  # before the minutes of training, not after them
     log.info(f"'DGP' letters: {len(x)} training and {len(xt)} test points; {config.iterations} iterations per model")
     fitted, scores = {}, {}
     for name in models:
@@ -108,11 +106,34 @@ def run_demo(out="deepgp-demo", models=tuple(MODELS), config: DemoConfig = DemoC
         fitted[f"{name} ({method.upper()})"] = reg
         scores[name] = {"method": method, "test_log_density": float(lpd), "seconds": round(time.time() - t, 1)}
         log.info(f"  {name:9s} {method.upper():3s} fitted in {scores[name]['seconds']:6.1f}s")
-    path = write_figure(fitted, (x, y), out / "demo.png", config)
-    record = {"config": asdict(config), "scores": scores, "exact": exact_score(y, xt, yt)}
-    write_bytes(out / "scores.json", json_text(record, "the demo's scores", indent=2).encode())
+    made = not out.exists()
+    out.mkdir(exist_ok=True)  # (made only now, with something to write: an interrupted run leaves none)
+    try:
+        path = write_figure(fitted, (x, y), out / "demo.png", config)
+        record = {"config": asdict(config), "scores": scores, "exact": exact_score(y, xt, yt)}
+        write_bytes(out / "scores.json", json_text(record, "the demo's scores", indent=2).encode())
+    except BaseException:
+        if made and not any(out.iterdir()):
+            out.rmdir()
+        raise
     log.info(f"wrote {path} and {out / 'scores.json'}")
     return scores
+
+
+def _check_folder(out) -> Path:
+    """``out`` as a Path, or a ValueError before any training: demo.png and scores.json must be writable
+    in it, or, where it does not exist yet, it must be possible to make it in a folder that exists."""
+    if not isinstance(out, (str, os.PathLike)) or not str(out):
+        raise ValueError(f"out (--out) must name a folder for demo.png and scores.json, got {out!r}")
+    out = Path(out)
+    if not out.exists():
+        check_writable(out, "the demo's folder")  # (its parent exists and takes a new entry)
+        return out
+    if not out.is_dir():
+        raise ValueError(f"cannot write the demo to {out}: it is not a folder")
+    for name, what in (("demo.png", "the figure"), ("scores.json", "the scores")):
+        check_writable(out / name, what)
+    return out
 
 
 def exact_score(y_train, x_test, y_test) -> float:

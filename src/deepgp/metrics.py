@@ -11,6 +11,8 @@ the mixture, the RMSE and Shapiro–Wilk share the same draws' final-layer momen
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.stats
 import torch
@@ -18,6 +20,22 @@ import torch
 from .linalg import seeded
 from .prediction import check_memory, chunks, draw_y, kde_log_density, mixture_log_density, predictive_moments
 from .protocols import ConditionalDensityModel
+
+
+def scaled_mean(a) -> float:
+    """The mean of ``a`` [N] as m · mean(a / m), m = max |a|: no sum of values near float64's largest
+    overflows (m = 0, inf or NaN is the mean's own)."""
+    a = np.asarray(a, dtype=np.float64)
+    m = float(np.max(np.abs(a))) if a.size else math.nan
+    return m * float(np.mean(a / m)) if 0 < m < math.inf else (0.0 if m == 0 else float(np.mean(a)))
+
+
+def root_mean_square(errors) -> float:
+    """sqrt(mean(e²)) over every entry of ``errors`` as m · sqrt(mean((e / m)²)), m = max |e|: no square
+    or sum of squares overflows (errors of 1e154 have an RMSE of 1e154, not inf) or underflows."""
+    e = np.abs(np.asarray(errors, dtype=np.float64))
+    m = float(e.max()) if e.size else math.nan
+    return m * math.sqrt(float(np.mean(np.square(e / m)))) if 0 < m < math.inf else m
 
 
 def crps_from_samples(draws: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -76,26 +94,28 @@ def split_metrics(
     ``shapiro_median`` the median over the first ``shapiro_points`` test points (a random subset:
     the split shuffled them; None = all) of the Shapiro–Wilk W of each point's S draws (Table S2).
     """
-    kde, mixture, sq_err, shapiro_draws = [], [], [], []
+    kde, mixture, errors, shapiro_draws = [], [], [], []
     n = len(X_test)
     n_shapiro = n if shapiro_points is None else min(shapiro_points, n)
     for sl, y, mean, var, draws in draw_blocks(model, X_test, Y_test, num_samples, seed):
         kde.append(kde_log_density(y, draws))
         mixture.append(mixture_log_density(model, y, mean, var))
-        sq_err.append((draws.mean(0) - y).square().sum(-1))
+        errors.append((draws.mean(0) - y).cpu().numpy())  # [n, D_y]
         if sl.start < n_shapiro:
             shapiro_draws.append(draws[:, : n_shapiro - sl.start, 0].cpu().numpy())
+    error = np.concatenate(errors)  # [N, D_y]
     return dict(
         test_loglik_kde=float(torch.cat(kde).mean()),
         test_loglik_mixture=float(torch.cat(mixture).mean()),
-        test_rmse=float(torch.cat(sq_err).mean().sqrt()),
+        # the mean over points of the squared error's sum over the D_y outputs: D_y × the entries' mean square
+        test_rmse=root_mean_square(error) * math.sqrt(error.shape[-1]),
         shapiro_median=shapiro_median(np.concatenate(shapiro_draws, axis=1)),
     )
 
 
 def regressor_pointwise(reg, X, y) -> dict[str, np.ndarray]:
-    """A fitted DeepGPRegressor's log density (units of y), squared error of its predictive mean and
-    sample CRPS at each point of X [N, D], y [N]: {"log_density", "squared_error", "crps"}, each [N]."""
+    """A fitted DeepGPRegressor's log density (units of y), absolute error of its predictive mean and
+    sample CRPS at each point of X [N, D], y [N]: {"log_density", "error", "crps"}, each [N]."""
     y = reg._shape_y(reg._targets(y, len(X)))  # (y checked against the fitted outputs, as score checks it)
     # the draws and their copy in y's units, all held for the CRPS: refused now rather than after the mean
     check_memory(reg.model_, len(X), reg.predict_samples, "draws", result=2 * reg.predict_samples * len(X),
@@ -103,7 +123,7 @@ def regressor_pointwise(reg, X, y) -> dict[str, np.ndarray]:
     draws = reg.sample(X, reg.predict_samples)  # [S, N]
     return {
         "log_density": np.asarray(reg.log_density(X, y), dtype=np.float64),
-        "squared_error": (reg.predict(X) - y) ** 2,
+        "error": np.abs(reg.predict(X) - y),  # (not squared: the RMSE squares it scaled, root_mean_square)
         "crps": crps_from_samples(draws, y),
     }
 
@@ -114,7 +134,7 @@ def regressor_metrics(reg, X, y, pointwise: dict | None = None) -> dict:
     p = regressor_pointwise(reg, X, y) if pointwise is None else pointwise
     return {
         "n": int(len(y)),
-        "log_density": float(p["log_density"].mean()),
-        "rmse": float(np.sqrt(np.mean(p["squared_error"]))),
-        "crps": float(p["crps"].mean()),
+        "log_density": scaled_mean(p["log_density"]),
+        "rmse": root_mean_square(p["error"]),
+        "crps": scaled_mean(p["crps"]),
     }

@@ -60,6 +60,7 @@ def from_tree(cls, tree: dict, path="the file", device=None):
     unknown += sorted(set(settings) - {f.name for f in dataclasses.fields(ModelConfig)})
     if unknown:
         raise ValueError(f"{path}: unknown field(s) {unknown} (written by a newer deepgp?)")
+    _check_integers({k: v for k, v in tree.items() if k != "state"}, path)
     for f in dataclasses.fields(ModelConfig):  # a file from before a setting existed: built with its legacy value
         if f.name not in settings and "legacy" in f.metadata:
             settings[f.name] = f.metadata["legacy"]
@@ -86,6 +87,20 @@ def from_tree(cls, tree: dict, path="the file", device=None):
     return model.to(device) if device is not None else model
 
 
+MAX_SIZE = 2**40  # no dimension, count or width of a model a computer holds is larger (8 TiB of float64s)
+
+
+def _check_integers(tree, path, where: str = "") -> None:
+    """Refuse an integer of the tree (a dimension, N, a setting) beyond :data:`MAX_SIZE`, before any is
+    given to torch, which fails on one beyond int64 with a TypeError rather than a size."""
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, (list, tuple)) else ()
+    for key, value in items:
+        name = f"{where}/{key}" if where else str(key)
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SIZE:
+            raise ValueError(f"{path} is damaged: {name}={value} is beyond any model's size (at most {MAX_SIZE})")
+        _check_integers(value, path, name)
+
+
 def _check_sizes(cls, config: ModelConfig, dims: list[int], state: dict, path) -> None:
     """Refuse a file whose architecture is not the size of the parameters it holds, before anything is
     built: the count of ``cls.shapes`` (every parameter and buffer ``cls.build`` makes, from the config
@@ -98,7 +113,7 @@ def _check_sizes(cls, config: ModelConfig, dims: list[int], state: dict, path) -
         raise ValueError(f"{path} is damaged: num_data={num_data}")
     try:
         need = sum(math.prod(shape) for shape in cls.shapes(config, input_dim, output_dim, num_data).values())
-    except RuntimeError:  # (more elements than a tensor can count)
+    except (RuntimeError, TypeError, OverflowError):  # (more elements than a tensor can count)
         need = math.inf
     size = sum(t.numel() for t in state.values())
     if need != size:

@@ -26,7 +26,7 @@ from .layers import GPLayer, LatentVariableLayer
 from .linalg import DEFAULT_JITTER, cholesky, seeded, standard_normal
 from .model import DeepGP
 from .prediction import block_bytes
-from .storage import write_bytes
+from .storage import check_writable, write_bytes
 
 FORMATS = (".png", ".pdf")
 
@@ -52,9 +52,10 @@ def check_figure_path(path) -> Path:
 
 
 def save_figure(fig, path) -> Path:
-    """Write ``fig`` to ``path`` (.png or .pdf), creating the folder; closes the figure."""
+    """Write ``fig`` to ``path`` (.png or .pdf) in a folder that exists (none is made: a mistyped folder is
+    an error, as for every file deepgp writes); closes the figure."""
     path = check_figure_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_writable(path, "the figure")
     buf = io.BytesIO()  # drawn in memory, then written atomically: a failed plot leaves an old figure
     fmt = path.suffix.lower().lstrip(".")
     fig.savefig(buf, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")

@@ -210,8 +210,26 @@ def is_predictions_file(path) -> bool:
                                                  for name in header[2:])
 
 
+# the fields of ``deepgp evaluate --json``'s object (deepgp.commands._evaluate)
+METRICS_FIELDS = frozenset({"model", "target", "n", "log_density", "rmse", "crps"})
+
+
+def is_metrics_file(path) -> bool:
+    """Whether ``path`` is a JSON file as ``deepgp evaluate --json`` writes one: an object of exactly
+    :data:`METRICS_FIELDS` (a file over 1 MB is not one, and is not read)."""
+    try:
+        if os.path.getsize(path) > 1 << 20:
+            return False
+        with open(path, "rb") as f:
+            found = json.loads(f.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(found, dict) and set(found) == METRICS_FIELDS
+
+
 MODEL_FILE = Kind("a model file of deepgp", is_model_file)
 PREDICTIONS = Kind("a predictions file of deepgp predict", is_predictions_file)
+METRICS = Kind("a metrics file of deepgp evaluate", is_metrics_file)
 
 
 def check_output(path, what: str, inputs=(), outputs=(), kind: Kind | None = None) -> Path:

@@ -23,7 +23,8 @@ MISSING = {"", "na", "nan", "-nan", "+nan", "n/a", "null", "none", "?"}
 class Column:
     """One CSV column: values [N] (NaN where missing), the 1-based file lines of missing and of
     infinite values, the first value that is not a number as (line, text), or None for a
-    numeric column, and the 1-based file line of each value [N] (blank lines are skipped)."""
+    numeric column, and the 1-based file line of each value [N] (where its record starts: a quoted value may
+    span lines; blank lines are skipped)."""
 
     values: np.ndarray
     missing: list
@@ -39,10 +40,14 @@ def read_csv(path) -> dict[str, Column]:
         raise FileNotFoundError(f"no such file: {path}")
     if not path.is_file():  # a folder, a device (/dev/zero never ends), a pipe (blocks)
         raise ValueError(f"{path} is not a regular file")
-    opener = gzip.open if path.suffix == ".gz" else open
+    opener = gzip.open if path.suffix.lower() == ".gz" else open  # (DATA.CSV.GZ too)
     try:
         with opener(path, "rt", newline="", encoding="utf-8-sig") as f:  # -sig: a BOM is not part of a name
-            rows = list(csv.reader(f))
+            reader, rows, starts, start = csv.reader(f), [], [], 1
+            for r in reader:  # a quoted value may span lines: messages name each record's first physical line
+                rows.append(r)
+                starts.append(start)
+                start = reader.line_num + 1
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as err:  # EOFError: a cut .gz
         raise ValueError(f"could not read {path} as CSV: {err or type(err).__name__}") from None
     if not rows or not any(cell.strip() for cell in rows[0]):
@@ -51,7 +56,7 @@ def read_csv(path) -> dict[str, Column]:
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes:
         raise ValueError(f"{path}: duplicate column names {dupes}")
-    body = [(i + 2, r) for i, r in enumerate(rows[1:]) if any(cell.strip() for cell in r)]  # skip blank lines
+    body = [(line, r) for line, r in zip(starts[1:], rows[1:]) if any(cell.strip() for cell in r)]  # (no blanks)
     if not body:
         raise ValueError(f"{path} has a header but no data rows")
     for line, r in body:
