@@ -180,6 +180,16 @@ def test_a_damaged_line_is_listed_and_every_other_row_reported(tmp_path):
     assert "- ignored damaged line 4 of the results file: not a complete row (`deepgp benchmark` runs its" in text
 
 
+def test_finite_extremes_in_a_hand_edited_file_give_finite_means_and_total(tmp_path, recwarn):
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [1.7e308, 1.7e308]}, test_loglik_mixture=-1.7e308,
+                  test_rmse=1.5e308, seconds=1e308)
+    text = report.render_report(results)
+    assert "inf" not in text and "∞" not in text and not [w for w in recwarn if "overflow" in str(w.message)]
+    assert f"| boston | GP (VI) | 2 | {1.7e308:.2f} (0.00) |" in text  # the mean is the value itself
+    assert f"Total compute: {1e308 / 3600 * 2:.2f} h over 2 runs" in text
+
+
 def test_a_csv_that_is_not_a_results_file_is_refused(tmp_path):
     other = tmp_path / "other.csv"
     other.write_text("dataset,model\nboston,GP\n")
@@ -399,7 +409,7 @@ def test_one_row_measured_the_default_way_does_not_take_table_1_over(tmp_path):
     # are counted: here three cells on every point against two on 200)
     with open(many, "a") as f:
         f.write(runner.format_row(rows[1] | dict(model="GP-GP", shapiro_points=0, test_loglik_kde=0.8)))
-    write_results(many, {("protein", "GP", "vi"): [0.9, 0.9, 0.9]})
+    write_results(many, {("protein", "GP", "vi"): [0.9, 0.9, 0.9]}, shapiro_median=0.98)
     table = report.render_table1(many)
     assert "| boston | 0.50 / – |" in table and "| protein | *0.90* / – |" in table  # (italic: mean W < 0.99)
     assert "measured with predict_samples=2000, shapiro_points=0 (protein: predict_samples=2000, " \

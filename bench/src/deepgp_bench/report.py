@@ -21,6 +21,7 @@ import numpy as np
 import scipy.stats
 from matplotlib.figure import Figure
 
+from deepgp.metrics import scaled_mean
 from deepgp.storage import write_bytes
 
 from .baselines import network_name
@@ -150,7 +151,7 @@ def trends(rows: list[dict], metric: str = "test_loglik_kde",
         if len(values) > 1:
             previous, last = (values[b] for b in sorted(values)[-2:])
             runs = sorted(last.keys() & previous.keys())
-            diff = float(np.mean([last[run] - previous[run] for run in runs])) if runs else float("nan")
+            diff = scaled_mean([last[run] - previous[run] for run in runs]) if runs else float("nan")
             out[g] = sorted(values)[-2], diff
     return out
 
@@ -165,9 +166,14 @@ def _trend(previous: int, diff: float, metric: str) -> str:
 
 
 def _mean_se(values) -> tuple[float, float]:
+    """The mean and its standard error (std, ddof 0, / √n), scaled by the largest magnitude first (values
+    near float64's largest in a hand-edited file do not overflow: deepgp.metrics.scaled_mean)."""
     v = np.asarray(list(values), dtype=float)
     # one run has no standard error (shown without one), rather than a misleading (0.00)
-    return float(v.mean()), float(v.std() / math.sqrt(len(v))) if len(v) > 1 else float("nan")
+    m = float(np.max(np.abs(v))) if v.size else math.nan
+    se = m * float(np.std(v / m)) / math.sqrt(len(v)) if len(v) > 1 and 0 < m < math.inf else (
+        0.0 if len(v) > 1 and m == 0 else float("nan"))
+    return scaled_mean(v), se
 
 
 def average_ranks(table: dict[str, dict[tuple, dict]], configs: list[tuple]) -> dict[tuple, tuple[float, float]]:
@@ -221,7 +227,7 @@ def summary(groups: dict, configs: list[tuple], datasets: list[str], paper_table
     complete = list(shared)
     ranks = average_ranks({d: {c: groups[(d, *c)] for c in configs} for d in complete}, configs)
     with_gp = {d: shared[d] & set(groups.get((d, *BASELINE), ())) for d in complete}
-    med = median_difference({(d, *c): float(np.mean([groups[(d, *c)][r] for r in runs]))
+    med = median_difference({(d, *c): scaled_mean([groups[(d, *c)][r] for r in runs])
                              for d, runs in with_gp.items() if runs for c in [*configs, BASELINE]}, configs, complete)
     paper = {(d, *c): paper_table[(d, *c[:2])][0] for d in complete for c in [*configs, BASELINE]
              if (d, *c[:2]) in paper_table}
@@ -414,9 +420,9 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
             mean, se = ours[g]
             p = paper_of.get(g)
             diff = f"{mean - p[0]:+.2f}" if p else "–"
-            ex = [np.mean(list(extra[k][g].values())) for k in extra]
+            ex = [scaled_mean(list(extra[k][g].values())) for k in extra]
             known = [v for v in extra["seconds"][g].values() if not math.isnan(v)]  # (a hand-edited file may lack them)
-            ex[3] = np.mean(known) if known else math.nan
+            ex[3] = scaled_mean(known) if known else math.nan
             cells = [markdown_cell(d), label(*c), len(groups[g]), _fmt(mean, se), _fmt(*p) if p else "–", diff,
                      *([_trend(*trend[g], metric) if g in trend else "–"] if trend else []),
                      f"{ex[0]:.2f}", f"{ex[1]:.3f}", f"{ex[2]:.3f}", _number(ex[3], 0)]
@@ -450,7 +456,8 @@ def _compute(seconds) -> str:
     seconds = list(seconds)
     known = [s for s in seconds if not math.isnan(s)]
     unknown = f", {len(seconds) - len(known)} of them of unknown time" if len(known) < len(seconds) else ""
-    return f"{sum(known) / 3600:.2f} h over {len(seconds)} runs{unknown}"
+    hours = scaled_mean(known) / 3600 * len(known) if known else 0.0  # (a sum near float64's largest stays finite)
+    return f"{hours:.2f} h over {len(seconds)} runs{unknown}"
 
 
 def _default_rows(rows: list[dict], reference: dict | None = None) -> list[dict]:
@@ -519,7 +526,7 @@ def render_matrix(results, paper, metric: str, title: str, digits: int = 2, refe
     paper_table = read_paper(paper)
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     methods = list(dict.fromkeys([k[1:] for k in paper_table] + [g[1:3] for g in groups]))
-    ours = {g[:3]: float(np.mean(list(v.values()))) for g, v in groups.items()}
+    ours = {g[:3]: scaled_mean(list(v.values())) for g, v in groups.items()}
     shown = _settings(reference) + _measured(every, rows)
     lines = [f"## {title}", "", f"{metric}: ours (mean over our runs, {shown}) / "
              f"the paper's `{Path(paper).name}`; – where there is none (ours: not run; the paper's: not in "
@@ -570,7 +577,7 @@ def render_table1(results, paper=None, shapiro=None, metric: str = "test_loglik_
     every = load_results(results).rows
     rows = _default_rows(every, reference)
     groups = summarise(rows, metric, apart=False, reference=reference)
-    w_ours = {g[:3]: float(np.mean(list(v.values())))
+    w_ours = {g[:3]: scaled_mean(list(v.values()))
               for g, v in summarise(rows, "shapiro_median", False, reference).items()}
     budget = {g[:3]: max(v.values()) for g, v in summarise(rows, "iterations", False, reference).items()}
     paper_table = read_paper(paper) if paper else {}
