@@ -209,6 +209,15 @@ def test_an_out_file_in_a_missing_folder_is_refused_before_any_fit(data_dir, tmp
         assert "Traceback" not in err and not (tmp_path / folder).exists()
 
 
+def test_too_many_draws_are_refused_by_name_before_any_fit(data_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DEEPGP_MEMORY_LIMIT", "1GB")
+    out = tmp_path / "rows.jsonl"
+    assert _run(data_dir, out, "--draws", str(10**9)) == 2  # (10% of the toy rows × 1e9 draws × 32 bytes)
+    err = capsys.readouterr().err
+    assert err.startswith("error: --draws=1000000000 needs about") and err.count("\n") == 1
+    assert not out.exists()
+
+
 def test_non_finite_means_are_written_as_null():
     from deepgp_bench.peers.run import finite_or_none
 

@@ -48,6 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deepgp.datasets.uci import TEST_LIMIT
+from deepgp.memory import MemoryBudgetError, require
 from deepgp.storage import check_writable
 
 DATASETS = ("boston", "concrete", "energy", "yacht", "winered", "kin8nm", "power", "naval", "forest", "protein")
@@ -145,6 +147,19 @@ def peak_memory_mb(how: str) -> float:
     import resource
 
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+# float64 arrays of the draws' size a fit's scores hold at once: the draws, the sorted copy and the CRPS's
+# weighted copy, and the KDE's blocks (at most a draws-sized block of 2,000,000 values)
+DRAW_COPIES = 4
+
+
+def check_draws(num_rows: int, draws: int) -> None:
+    """A MemoryBudgetError naming ``draws`` if scoring the points of a data set of ``num_rows`` rows (its test
+    part: 10%, at most deepgp's TEST_LIMIT; the validation part is smaller) with ``draws`` draws per point
+    (:func:`scores`) would need more memory than is available."""
+    points = min(TEST_LIMIT, math.ceil(0.1 * num_rows))
+    require(DRAW_COPIES * 8 * draws * points, "draws", draws, f"the predictive draws of {points} points")
 
 
 def scores(peer, X: np.ndarray, y: np.ndarray, draws: int, seed: int) -> tuple[dict, dict]:
@@ -449,6 +464,11 @@ def main(argv=None) -> int:
     done = {row_key(r) for r in rows}
     sizes = {d: len(load_uci(d, args.data_dir)[0]) for d in args.dataset_list}
     order = sorted(args.dataset_list, key=lambda d: sizes[d])  # smallest first
+    try:  # before any fit: the draws of the largest part scored
+        check_draws(max(sizes.values()), args.draws)
+    except MemoryBudgetError as err:
+        print(f"error: {err.message(option=True)}", file=sys.stderr)
+        return 2
     todo = [(d, s, q) for d in order for s in args.split_list for q in args.peer_list]
     print(f"{len(todo)} fits ({', '.join(order)}; splits {args.split_list}; {', '.join(args.peer_list)}), "
           f"threads {threads}", flush=True)
