@@ -36,8 +36,8 @@ OVERLAY_POINTS = 1000
 class DemoConfig:
     """The demo's data size, M and budget; the training itself is the library's default recipe.
 
-    The default takes about 3 minutes on 2 idle CPU cores; ``QUICK`` under one. ``LONG`` (the README's
-    figure, about 23 minutes) trains 8× as long, with the recipe's step-size annealing stretched over
+    The default takes about 5 minutes on 2 CPU cores (LV-GP-GP about 2 of them); ``QUICK`` under one. ``LONG``
+    (the README's figure, about 23 minutes) trains 8× as long, with the recipe's step-size annealing stretched over
     that budget: ``decay_every`` is a tenth of its iterations (4,000 instead of the recipe's 1,000), so
     that its 40,000 iterations anneal as far as the recipe's 10,000.
     """
