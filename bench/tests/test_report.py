@@ -387,6 +387,35 @@ def test_report_figure_errors_before_writing_anything(tmp_path, capsys):
     assert not out_md.exists() and not (tmp_path / "f.png").exists()
 
 
+def test_report_out_replaces_only_an_earlier_report(tmp_path, capsys):
+    from deepgp.cli import main
+
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0, 0.2]})
+    other_results, data = tmp_path / "other.csv", tmp_path / "data.csv"
+    other_results.write_bytes(results.read_bytes())
+    data.write_text("x,y\n1,2\n")
+    for victim in (other_results, data):
+        before = victim.read_bytes()
+        assert main(["report", str(results), "--out", str(victim)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "a report of deepgp report" in err and victim.read_bytes() == before
+    out = tmp_path / "r.md"
+    for _ in range(2):  # (a new file, then the report it wrote)
+        assert main(["report", str(results), "--out", str(out)]) == 0
+    assert report.is_report(out)
+    peers_doc = tmp_path / "peers.md"
+    peers_doc.write_text(report.REPORT_HEADINGS[1] + "deepgp against the peers\n")
+    assert main(["report", str(results), "--out", str(peers_doc)]) == 0
+
+
+def test_the_heading_says_which_way_is_better(tmp_path):
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0]})
+    assert "higher is better" in report.render_report(results).splitlines()[0]
+    assert "lower is better" in report.render_report(results, metric="test_rmse").splitlines()[0]
+
+
 def test_one_row_measured_the_default_way_does_not_take_table_1_over(tmp_path):
     """A file measured on every test point, plus one row measured the default way: the tables show the
     many, and say how they were measured."""

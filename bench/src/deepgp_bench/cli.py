@@ -21,7 +21,7 @@ from deepgp.storage import check_output, write_bytes
 
 from . import __version__, compare
 from .config import BenchmarkConfig, SGHMCConfig
-from .report import against_paper_figure, write_report
+from .report import REPORT, against_paper_figure, write_report
 from .runner import (
     BASELINES,
     CONFIGS,
@@ -247,7 +247,7 @@ def _check_outputs(args, inputs: list) -> None:
     """Every output of ``report``, before any work: not a folder, a read-only file, one of the ``inputs``,
     the other output, or in a missing folder (none is made)."""
     if args.out is not None:
-        check_output(args.out, "the report", inputs, [("the figure", args.figure)])
+        check_output(args.out, "the report", inputs, [("the figure", args.figure)], kind=REPORT)
     if args.figure is not None:
         check_figure_path(args.figure)
         check_output(args.figure, "the figure", inputs, [("the report", args.out)])

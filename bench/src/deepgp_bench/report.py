@@ -22,7 +22,7 @@ import scipy.stats
 from matplotlib.figure import Figure
 
 from deepgp.metrics import scaled_mean
-from deepgp.storage import write_bytes
+from deepgp.storage import Kind, write_bytes
 
 from .baselines import network_name
 from .markdown import markdown_cell
@@ -32,6 +32,22 @@ _PAPER_METHOD = {"vi": "VI", "iw": "IWVI", "sghmc": "SGHMC"}
 BASELINE = ("GP", "vi", "")
 TREND = 0.02  # a change between a cell's last two budgets within ±this is "flat"
 _LOWER_IS_BETTER = ("test_rmse",)
+# how every document `deepgp report --out` writes begins: a results file's report, the comparison with the peers
+REPORT_HEADINGS = ("# UCI benchmark: ", "# Time to quality: ")
+
+
+def is_report(path) -> bool:
+    """Whether the file at ``path`` is a document ``deepgp report --out`` wrote (its first line; nothing more
+    is read)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return False
+    return first.startswith(tuple(h.encode() for h in REPORT_HEADINGS))
+
+
+REPORT = Kind("a report of deepgp report", is_report)
 
 
 def read_paper(path, option: str = "--paper") -> dict[tuple[str, str, str], tuple[float, float]]:
@@ -378,7 +394,8 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
     budgets = sorted({(r["iterations"], r["num_inducing"], r["protocol"], r["test_limit"], r["predict_samples"],
                        r["shapiro_points"]) for r in rows})
 
-    lines = [f"# UCI benchmark: {metric} (standardised units, higher is better)", ""]
+    better = "lower" if metric in _LOWER_IS_BETTER else "higher"
+    lines = [f"{REPORT_HEADINGS[0]}{metric} (standardised units, {better} is better)", ""]
     # the paper's table by its name: where it lies on one machine is no part of the result
     lines.append(f"Results: `{results}` ({len(rows)} rows). Paper: `{Path(paper).name}`." if paper
                  else f"Results: `{results}`.")
