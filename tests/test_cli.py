@@ -157,6 +157,7 @@ def errors_for(tmp_path, data):
         (["predict", str(test), str(test)], "not a model saved by deepgp"),
         (["predict", str(model), str(no_x2)], "lacks the model's input column(s) ['x2']"),
         (["predict", str(model), str(test), "--quantiles", "0.5,1.5"], "--quantiles"),
+        (["predict", str(model), str(test), "--quantiles", "0.1,,0.2"], "--quantiles"),  # (an empty level)
         (["predict", str(model), str(test), "--samples", "-1"], "--samples"),
         (["evaluate", str(model), str(write_csv(tmp_path / "noy.csv", ["x1", "x2"], [["1", "2"]]))],
          "lacks the target column 'y'"),

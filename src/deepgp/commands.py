@@ -46,7 +46,7 @@ def _names(text: str | None) -> list[str] | None:
 
 def _levels(text: str) -> list[float]:
     try:
-        q = [float(s) for s in text.split(",") if s.strip()]
+        q = [float(s) for s in text.split(",")]  # (an empty item is an error, not a level dropped)
     except ValueError:
         raise ValueError(f"--quantiles must be comma-separated numbers in [0, 1], got {text!r}") from None
     if not q or any(not 0 <= v <= 1 for v in q):
