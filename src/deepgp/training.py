@@ -130,21 +130,7 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
     started = time.perf_counter()
     settings.update({k: v for k, v in (("method", method), ("num_samples", num_samples)) if v is not None})
     cfg = _resolved(train_config(config, settings))
-    checkpoint_every = check_positive_int("checkpoint_every", checkpoint_every)
-    if checkpoint is not None:
-        storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
-    X, Y = as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim, min_rows=2)
-    check_magnitude(X, Y, model.dtype)
-    memory.check_fit(model, X.shape[0], cfg)  # refused now, not by the operating system mid-step
-    stopping, rows = None, (np.arange(len(X)), None)
-    if cfg.early_stopping:
-        rows = split_rows(len(X), cfg.validation_fraction, cfg.seed)
-    saved = None if checkpoint is None else Checkpoint(checkpoint, fingerprint(model, X, Y, _acting(cfg, len(rows[0]))))
-    if cfg.early_stopping:
-        fitted, held = (torch.as_tensor(r, device=model.device) for r in rows)
-        stopping = EarlyStopping(model, X[held], Y[held], cfg.validation_every, cfg.patience)
-        X, Y = X[fitted], Y[fitted]  # the held-out rows are in no step
-    model.num_data = X.shape[0]
+    X, Y, stopping, saved = _prepared(model, X, Y, cfg, checkpoint, checkpoint_every)
     objective, natural = _objective(cfg, model), _natural_gradient(cfg, model)
     captured, graph = capture_mode(capture, model.device)
     numerics = training_numerics()  # the R_lᵀA products in float32 unless DEEPGP_FLOAT32_PRODUCTS=0
@@ -184,6 +170,28 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
     if natural is not None:
         natural.warn_skipped(len(run.history) - start)  # (a warning at fit's caller)
     return History(run.history, time.perf_counter() - started, stopping)
+
+
+def _prepared(model, X, Y, cfg: TrainConfig, checkpoint, checkpoint_every) -> tuple:
+    """Everything fit checks and sets up before its first step: (X, Y) as tensors of the rows trained on,
+    early stopping on the rows held out (None without it), the :class:`Checkpoint` (None without one).
+    ``model.num_data`` becomes the number of rows trained on."""
+    check_positive_int("checkpoint_every", checkpoint_every)
+    if checkpoint is not None:
+        storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
+    X, Y = as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim, min_rows=2)
+    check_magnitude(X, Y, model.dtype)
+    memory.check_fit(model, X.shape[0], cfg)  # refused now, not by the operating system mid-step
+    stopping, rows = None, (np.arange(len(X)), None)
+    if cfg.early_stopping:
+        rows = split_rows(len(X), cfg.validation_fraction, cfg.seed)
+    saved = None if checkpoint is None else Checkpoint(checkpoint, fingerprint(model, X, Y, _acting(cfg, len(rows[0]))))
+    if cfg.early_stopping:
+        fitted, held = (torch.as_tensor(r, device=model.device) for r in rows)
+        stopping = EarlyStopping(model, X[held], Y[held], cfg.validation_every, cfg.patience)
+        X, Y = X[fitted], Y[fitted]  # the held-out rows are in no step
+    model.num_data = X.shape[0]
+    return X, Y, stopping, saved
 
 
 def train_config(config: TrainConfig | None, settings: dict) -> TrainConfig:
