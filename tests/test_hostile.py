@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import save as safetensors_bytes
 
 import deepgp
-from deepgp import DeepGPRegressor, storage
+from deepgp import DeepGPRegressor, kinds, storage
 from deepgp.cli import main
 
 FAST = ["--iterations", "30", "--num-inducing", "8", "--batch-size", "64", "--no-progress"]
@@ -267,7 +267,7 @@ def test_evaluate_replaces_only_its_own_metrics_file(fitted, tmp_path, capsys):
     metrics.touch()
     for _ in range(2):  # the empty file, then its own output
         assert main(["evaluate", str(model), str(data), "--json", str(metrics), "--predict-samples", "5"]) == 0
-    assert set(json.loads(metrics.read_text())) == storage.METRICS_FIELDS
+    assert set(json.loads(metrics.read_text())) == kinds.METRICS_FIELDS
 
 
 def test_csv_messages_name_the_physical_line(tmp_path, capsys):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import storage
+from . import kinds, storage
 from .arguments import HelpFormatter, add_settings, at_least, count, positive_int, seed
 from .config import ModelConfig, TrainConfig, parse_spec, settings_of
 from .demo import config_from_args, run_demo, score_table
@@ -270,7 +270,7 @@ def _demo(args) -> int:
 
 
 def _fit(args) -> int:
-    check_output(args.out, "the model", [args.data], kind=storage.MODEL_FILE)  # before training, not after it
+    check_output(args.out, "the model", [args.data], kind=kinds.MODEL_FILE)  # before training, not after it
     columns = read_csv(args.data)
     inputs = choose_inputs(columns, args.target, _names(args.inputs))
     X, y = select(columns, inputs), select(columns, [args.target])[:, 0]
@@ -303,7 +303,7 @@ def _check_stdout(what: str, option: str) -> None:
 def _predict(args) -> int:
     levels = _levels(args.quantiles)
     if args.out != "-":
-        check_output(args.out, "the predictions", [args.model, args.data], kind=storage.PREDICTIONS)
+        check_output(args.out, "the predictions", [args.model, args.data], kind=kinds.PREDICTIONS)
     else:
         _check_stdout("the predictions", "--out FILE")
     reg = load_regressor(args.model, args.predict_samples)
@@ -341,7 +341,7 @@ def _check_memory(reg, num_points: int, samples: int) -> None:
 
 def _evaluate(args) -> int:
     if args.json not in (None, "-"):
-        check_output(args.json, "the metrics", [args.model, args.data], kind=storage.METRICS)
+        check_output(args.json, "the metrics", [args.model, args.data], kind=kinds.METRICS)
     else:  # (the JSON or the table: the command's only output)
         _check_stdout("the metrics", "--json FILE")
     reg = load_regressor(args.model, args.predict_samples)
@@ -377,7 +377,7 @@ def _convert(args) -> int:
     if not args.trust:
         raise ValueError(f"converting {old} unpickles it, which runs any code it holds; "
                          "add --trust if you trust where it came from")
-    check_output(args.new, "the converted model", [old], kind=storage.MODEL_FILE)
+    check_output(args.new, "the converted model", [old], kind=kinds.MODEL_FILE)
     kind, tree = storage.read_legacy(old)
     obj = DeepGPRegressor.from_tree(tree, old) if kind == storage.REGRESSOR else DeepGP.from_tree(tree, old)
     obj.save(args.new)

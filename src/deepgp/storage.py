@@ -37,9 +37,7 @@ import re
 import secrets
 import stat
 import types
-from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 try:
     import fcntl
@@ -54,6 +52,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as save_safetensors
 
 from . import version
+from .kinds import Kind, format_of
 
 MODEL = "deepgp-model/2"
 REGRESSOR = "deepgp-regressor/2"
@@ -170,66 +169,6 @@ def check_writable(path, what: str = "the file") -> Path:
         raise ValueError(f"cannot write {what} to {path}: {err.strerror or err} in {folder}") from None
     probe.unlink(missing_ok=True)
     return path
-
-
-class Kind(NamedTuple):
-    """What a command writes: ``noun`` ("a model file of deepgp") and ``test``, whether the file at a path
-    (a regular file, not empty) is one. :func:`check_output` replaces only a file of its kind."""
-
-    noun: str
-    test: Callable[[Path], bool]
-
-
-def format_of(path) -> str | None:
-    """The ``format`` a deepgp file's header records (e.g. ``deepgp-model/2``); None for a file that is
-    none (not safetensors, or no format). Reads the header only."""
-    try:
-        with safe_open(str(path), framework="pt", device="cpu") as f:
-            found = (f.metadata() or {}).get("format")
-    except Exception:  # (a file of any other kind: what it holds is no concern of this test)
-        return None
-    return found if isinstance(found, str) else None
-
-
-def is_model_file(path) -> bool:
-    """Whether ``path`` is a model saved by deepgp (``DeepGP.save``, ``DeepGPRegressor.save``, ``deepgp fit``),
-    in this layout or another (a checkpoint is not one)."""
-    return (format_of(path) or "").partition("/")[0] in ("deepgp-model", "deepgp-regressor")
-
-
-def is_predictions_file(path) -> bool:
-    """Whether ``path`` is a CSV as ``deepgp predict`` writes one: its header is ``mean``, ``std``, then
-    columns ``q<level>`` and ``sample_<i>`` (:func:`deepgp.commands.level_name`)."""
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(1 << 20).decode("utf-8").rstrip("\r\n")
-    except (OSError, UnicodeDecodeError):
-        return False
-    header = first.split(",")
-    return header[:2] == ["mean", "std"] and all(re.fullmatch(r"q[0-9.e+-]+|sample_[1-9][0-9]*", name)
-                                                 for name in header[2:])
-
-
-# the fields of ``deepgp evaluate --json``'s object (deepgp.commands._evaluate)
-METRICS_FIELDS = frozenset({"model", "target", "n", "log_density", "rmse", "crps"})
-
-
-def is_metrics_file(path) -> bool:
-    """Whether ``path`` is a JSON file as ``deepgp evaluate --json`` writes one: an object of exactly
-    :data:`METRICS_FIELDS` (a file over 1 MB is not one, and is not read)."""
-    try:
-        if os.path.getsize(path) > 1 << 20:
-            return False
-        with open(path, "rb") as f:
-            found = json.loads(f.read().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return False
-    return isinstance(found, dict) and set(found) == METRICS_FIELDS
-
-
-MODEL_FILE = Kind("a model file of deepgp", is_model_file)
-PREDICTIONS = Kind("a predictions file of deepgp predict", is_predictions_file)
-METRICS = Kind("a metrics file of deepgp evaluate", is_metrics_file)
 
 
 def check_output(path, what: str, inputs=(), outputs=(), kind: Kind | None = None) -> Path:

@@ -21,8 +21,9 @@ import numpy as np
 import scipy.stats
 from matplotlib.figure import Figure
 
+from deepgp.kinds import Kind
 from deepgp.metrics import scaled_mean
-from deepgp.storage import Kind, write_bytes
+from deepgp.storage import write_bytes
 
 from .baselines import network_name
 from .markdown import markdown_cell

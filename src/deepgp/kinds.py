@@ -1,0 +1,74 @@
+"""What kind of deepgp file is at a path: a model file, a predictions file, a metrics file. A command's output
+is checked against its :class:`Kind` (:func:`deepgp.storage.check_output`), so that a file of another kind
+given by mistake is never replaced."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from safetensors import safe_open
+
+
+class Kind(NamedTuple):
+    """What a command writes: ``noun`` ("a model file of deepgp") and ``test``, whether the file at a path
+    (a regular file, not empty) is one. :func:`check_output` replaces only a file of its kind."""
+
+    noun: str
+    test: Callable[[Path], bool]
+
+
+def format_of(path) -> str | None:
+    """The ``format`` a deepgp file's header records (e.g. ``deepgp-model/2``); None for a file that is
+    none (not safetensors, or no format). Reads the header only."""
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            found = (f.metadata() or {}).get("format")
+    except Exception:  # (a file of any other kind: what it holds is no concern of this test)
+        return None
+    return found if isinstance(found, str) else None
+
+
+def is_model_file(path) -> bool:
+    """Whether ``path`` is a model saved by deepgp (``DeepGP.save``, ``DeepGPRegressor.save``, ``deepgp fit``),
+    in this layout or another (a checkpoint is not one)."""
+    return (format_of(path) or "").partition("/")[0] in ("deepgp-model", "deepgp-regressor")
+
+
+def is_predictions_file(path) -> bool:
+    """Whether ``path`` is a CSV as ``deepgp predict`` writes one: its header is ``mean``, ``std``, then
+    columns ``q<level>`` and ``sample_<i>`` (:func:`deepgp.commands.level_name`)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20).decode("utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return False
+    header = first.split(",")
+    return header[:2] == ["mean", "std"] and all(re.fullmatch(r"q[0-9.e+-]+|sample_[1-9][0-9]*", name)
+                                                 for name in header[2:])
+
+
+# the fields of ``deepgp evaluate --json``'s object (deepgp.commands._evaluate)
+METRICS_FIELDS = frozenset({"model", "target", "n", "log_density", "rmse", "crps"})
+
+
+def is_metrics_file(path) -> bool:
+    """Whether ``path`` is a JSON file as ``deepgp evaluate --json`` writes one: an object of exactly
+    :data:`METRICS_FIELDS` (a file over 1 MB is not one, and is not read)."""
+    try:
+        if os.path.getsize(path) > 1 << 20:
+            return False
+        with open(path, "rb") as f:
+            found = json.loads(f.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(found, dict) and set(found) == METRICS_FIELDS
+
+
+MODEL_FILE = Kind("a model file of deepgp", is_model_file)
+PREDICTIONS = Kind("a predictions file of deepgp predict", is_predictions_file)
+METRICS = Kind("a metrics file of deepgp evaluate", is_metrics_file)
