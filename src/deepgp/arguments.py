@@ -87,20 +87,21 @@ def add_settings(parser: argparse.ArgumentParser, config_class, skip=(), default
         elif kind == "float":
             kwargs["type"] = positive_float
         elif f.type.startswith("tuple"):
-            kwargs.update(type=_widths, metavar="W1,W2,...")
+            kwargs.update(type=positive_ints, metavar="W1,W2,...")
             if kwargs["default"] is f.default:  # (as text: argparse converts a text default by its type)
                 kwargs["default"] = ",".join(map(str, f.default))
         parser.add_argument("--" + f.name.replace("_", "-"), **kwargs)
 
 
-def _widths(text: str) -> tuple[int, ...]:
-    """Comma-separated integers >= 1."""
+def positive_ints(text: str, like: str = "") -> tuple[int, ...]:
+    """Comma-separated integers >= 1 (an option's type), or argparse's error; ``like``: an example for it."""
     try:
         values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
         values = ()
     if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"must be comma-separated integers >= 1, got {text!r}")
+        example = f" like {like!r}" if like else ""
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers >= 1{example}, got {text!r}")
     return values
 
 

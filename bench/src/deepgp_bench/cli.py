@@ -13,7 +13,7 @@ import sys
 import threading
 
 from deepgp import cli
-from deepgp.arguments import Parser, add_settings, positive_int
+from deepgp.arguments import Parser, add_settings, positive_int, positive_ints
 from deepgp.config import RECIPE_ITERATIONS, ModelConfig, TrainConfig, settings_of
 from deepgp.datasets.uci import find_uci, list_uci, search_dirs
 from deepgp.plotting import check_figure_path, save_figure
@@ -169,13 +169,7 @@ def _splits(text: str) -> list[int]:
 
 def _snapshots(text: str) -> tuple[int, ...]:
     """--snapshots as integers >= 1 (checked against --iterations once that is known)."""
-    try:
-        budgets = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        budgets = ()
-    if not budgets or min(budgets) < 1:
-        raise argparse.ArgumentTypeError(f"must be comma-separated integers >= 1 like '2000,5000', got {text!r}")
-    return budgets
+    return positive_ints(text, like="2000,5000")
 
 
 class Terminated(KeyboardInterrupt):
@@ -253,6 +247,20 @@ def _check_outputs(args, inputs: list) -> None:
         check_output(args.figure, "the figure", inputs, [("the report", args.out)])
 
 
+def _write(args, text: str, figure) -> int:
+    """The report's outputs, once every check has passed and the figure (if any) is drawn: ``text`` to
+    --out (or standard output), ``figure`` to --figure."""
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        write_bytes(args.out, text.encode())
+        print(f"wrote {args.out}")
+    if figure is not None:
+        save_figure(figure, args.figure)
+        print(f"wrote {args.figure}")
+    return 0
+
+
 def _report(args) -> int:
     if args.peers is not None:
         return _compare(args)
@@ -272,15 +280,7 @@ def _report(args) -> int:
     text = write_report(args.results, None, args.paper, args.metric, args.shapiro, reference)
     if args.figure is not None:  # drawn before anything is written: a figure that cannot be is an error alone
         figure = against_paper_figure(args.results, args.paper, args.metric, reference=reference)
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        write_bytes(args.out, text.encode())
-        print(f"wrote {args.out}")
-    if figure is not None:
-        save_figure(figure, args.figure)
-        print(f"wrote {args.figure}")
-    return 0
+    return _write(args, text, figure)
 
 
 def _compare(args) -> int:
@@ -307,12 +307,4 @@ def _compare(args) -> int:
     comparisons = compare.compare(peers, curves, datasets)
     text = compare.render(comparisons, args.peers, args.curves, peers.left_out)
     figure = compare.figure(comparisons) if args.figure is not None else None  # (drawn before anything is written)
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        write_bytes(args.out, text.encode())
-        print(f"wrote {args.out}")
-    if figure is not None:
-        save_figure(figure, args.figure)
-        print(f"wrote {args.figure}")
-    return 0
+    return _write(args, text, figure)
