@@ -239,7 +239,7 @@ def test_predict_replaces_only_a_predictions_file(data, tmp_path, capsys, monkey
     if there == "model":
         assert "it is a model saved by deepgp" in err
     out.unlink()
-    for args in (["--quantiles", "0.05,0.5"], ["--samples", "2", "--quantiles", "1e-07"], []):  # each replaces the last
+    for args in (["--quantiles", "0.05,0.5"], ["--samples", "2", "--quantiles", "0.001"], []):  # each replaces the last
         assert main(["predict", str(model), str(test), "--out", str(out), *args]) == 0
     assert out.read_text().splitlines()[0] == "mean,std,q0.05,q0.5,q0.95"
 

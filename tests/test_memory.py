@@ -302,7 +302,7 @@ def test_prediction_that_needs_more_memory_than_there_is_is_refused_before_it_st
     X, y = rng.uniform(-2, 2, (60, 1)), rng.standard_normal(60)
     data = tmp_path / "d.csv"
     data.write_text("x,y\n" + "".join(f"{a!r},{b!r}\n" for a, b in zip(X[:, 0].tolist(), y.tolist())))
-    reg = DeepGPRegressor(model="LV-GP", iterations=2, num_inducing=8, predict_samples=10, progress=False).fit(X, y)
+    reg = DeepGPRegressor(model="LV-GP", iterations=2, num_inducing=8, predict_samples=20, progress=False).fit(X, y)
     reg.columns_ = {"inputs": ["x"], "target": "y"}
     reg.save(tmp_path / "m.safetensors")
     reg.predict_samples = 10**7  # a file may ask for this many

@@ -68,6 +68,25 @@ def table_x(path):
     return read_table(path)["x"][:, None]
 
 
+def test_quantiles_are_refused_where_the_draws_cannot_resolve_them(offset, capsys):
+    """A level q needs S·min(q, 1 − q) ≥ 1 draws: from fewer, every quantile is the same draw or two."""
+    d, data, model = offset
+    out = d / "few.csv"
+    for samples, levels, level, need in [("1", "0.5", "0.5", 2), ("19", "0.05,0.5,0.95", "0.05", 20),
+                                         ("3", "0.3", "0.3", 4), ("1", "0,1", "0", 2)]:
+        code = main(["predict", str(model), str(data), "--out", str(out), "--quantiles", levels,
+                     "--predict-samples", samples])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert (code, len(err)) == (2, 1) and not out.exists()
+        assert f"--predict-samples={samples} draws cannot resolve the quantile level {level}: it needs at least " \
+               f"{need} draws" in err[0]
+    assert main(["predict", str(model), str(data), "--out", str(out), "--predict-samples", "20"]) == 0
+    reg = load_regressor(model, predict_samples=4)
+    with pytest.raises(ValueError, match="predict_samples=4 draws cannot resolve the quantile level 0.1: it needs"):
+        reg.predict_quantiles(table_x(data), [0.5, 0.1])
+    assert reg.predict_quantiles(table_x(data), [0.25, 0.75]).shape == (60, 2)
+
+
 def test_evaluate_writes_the_metrics_as_computed(offset, capsys):
     _, data, model = offset
     reg, table = load_regressor(model), read_table(data)

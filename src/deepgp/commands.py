@@ -20,7 +20,7 @@ from . import kinds, storage
 from .arguments import HelpFormatter, add_settings, at_least, count, positive_int, seed
 from .config import ModelConfig, TrainConfig, parse_spec, settings_of
 from .demo import config_from_args, run_demo, score_table
-from .estimator import DeepGPRegressor
+from .estimator import DeepGPRegressor, check_quantile_draws
 from .metrics import regressor_metrics, regressor_pointwise
 from .model import DeepGP
 from .outputs import column_text, json_text, number_text
@@ -307,6 +307,7 @@ def _predict(args) -> int:
     else:
         _check_stdout("the predictions", "--out FILE")
     reg = load_regressor(args.model, args.predict_samples)
+    check_quantile_draws(levels, reg.predict_samples, "--predict-samples")  # (its default is the model's)
     X, _, rows = _model_data(reg, args.data, need_target=False, lines=True)
     _check_memory(reg, len(X), args.samples)
     mean, std = reg.predict(X, return_std=True)

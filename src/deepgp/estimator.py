@@ -48,6 +48,20 @@ def _settings(config_classes) -> list[tuple[str, object, str]]:
     return out + list(OWN_SETTINGS)
 
 
+def check_quantile_draws(levels, S: int, setting: str = "predict_samples") -> None:
+    """Refuse quantile levels that S draws cannot resolve: a level q is estimated only where, on average,
+    at least one draw lies on each side of it, S·min(q, 1 − q) ≥ 1 (S ≥ 20 for the 0.05 and 0.95
+    quantiles); levels 0 and 1 (the draws' minimum and maximum) need S ≥ 2."""
+    levels = np.atleast_1d(np.asarray(levels, dtype=np.float64))
+    tail = np.minimum(levels, 1 - levels)  # the mass on the level's thinner side
+    j = int(np.argmin(np.where(tail > 0, tail, np.inf)))
+    # (a relative slack: 1 / 0.05 is 20 only to rounding)
+    need = max(2, int(np.ceil(1 / tail[j] * (1 - 1e-12)))) if tail[j] > 0 else 2
+    if S < need:
+        raise ValueError(f"{setting}={S} draws cannot resolve the quantile level {levels[j]:g}: it needs at "
+                         f"least {need} draws (one on each side of the level, on average); raise {setting}")
+
+
 class DeepGPRegressor(RegressorMixin, BaseEstimator):
     """A deep GP regressor with scikit-learn conventions.
 
@@ -219,13 +233,16 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         """Predictive quantiles from ``predict_samples`` draws (those of :meth:`sample`), a chunk of points at
         a time: no more than one chunk's draws are held.
 
-        q: a level in [0, 1] or a sequence of Q levels. Returns [N] (scalar q) or [N, Q] for a
+        q: a level in [0, 1] or a sequence of Q levels, each one the draws resolve
+        (:func:`check_quantile_draws`: S·min(q, 1 − q) ≥ 1). Returns [N] (scalar q) or [N, Q] for a
         1-D y; [N, D_y] or [N, Q, D_y] otherwise.
         """
         levels = np.asarray(q, dtype=np.float64)
         if levels.ndim > 1 or np.any((levels < 0) | (levels > 1)):
             raise ValueError(f"quantile levels must be a number or a 1-D sequence in [0, 1], got {q!r}")
-        Xs, model, S = self._inputs(X), self.model_, self._draws()
+        S = self._draws()
+        check_quantile_draws(levels, S)
+        Xs, model = self._inputs(X), self.model_
         check_memory(model, len(Xs), S, "quantiles", setting="predict_samples")
         out = []
         with seeded(self.seed, model.device):
