@@ -12,7 +12,8 @@ bytes; unlike a pickle (``torch.save``), nothing in it can execute. The header's
 * ``tree``: the saved object as JSON, in which each tensor is a reference ``{"$tensor": name}`` to
   one of the file's tensors (named by its place in the tree, e.g. ``state/layers.0.Z``), and the
   few values JSON lacks are spelt out: ``{"$tuple": [...]}``, ``{"$dict": [[key, value], ...]}``
-  (a dict whose keys are not all strings) and ``{"$float": "nan"}``.
+  (a dict whose keys are not all strings) and ``{"$float": "nan"}``: optimiser state is keyed by
+  integers, settings hold tuples and a bound can be NaN, which plain JSON would change or refuse.
 
 Any safetensors reader can list a file's tensors and read its metadata.
 
