@@ -221,7 +221,8 @@ class TrainConfig:
 if TYPE_CHECKING:
     class ResolvedTrainConfig(TrainConfig):
         """The type checker's view of what :meth:`TrainConfig.resolved` returns: a TrainConfig whose
-        settings left at None (the recipe's and the method's) are filled in."""
+        settings left at None (the recipe's and the method's) are filled in. It exists for type checking
+        only (``typing.TYPE_CHECKING``): at run time ``resolved()`` returns a plain TrainConfig."""
 
         num_samples: int
         lr: float
