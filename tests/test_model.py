@@ -190,6 +190,15 @@ def test_bad_spec_is_a_clear_error(bad, data):
         deepgp.DeepGP.from_spec(bad, x, y)
 
 
+def test_propagating_a_latent_model_without_targets_names_y(data):
+    x, y = data
+    model = deepgp.DeepGP.from_spec("GP-LV-GP", x, y, num_inducing=8)
+    X = torch.from_numpy(x[:4])
+    assert model.propagate_posterior(X, torch.from_numpy(y[:4, None]), 2).mean.shape == (4, 2, 1)
+    with pytest.raises(ValueError, match="Y is needed for q\\(w \\| x, y\\) of GP-LV-GP"):
+        model.propagate_posterior(X, None, 2)
+
+
 def test_parse_spec_is_case_insensitive():
     assert parse_spec("lv-gp-Gp") == ["LV", "GP", "GP"]
 

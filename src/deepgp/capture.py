@@ -80,7 +80,7 @@ class CapturedStep:
         self.written: list[torch.Tensor | None] = []
         self.backup: list[torch.Tensor] | None = None
         self.runs = 0
-        self.cuda_graph = None
+        self.cuda_graph: torch.cuda.CUDAGraph | None = None
         self.stream = torch.cuda.Stream(device) if graph else None
 
     # -- the state a failed step restores --------------------------------------------------------
@@ -91,16 +91,22 @@ class CapturedStep:
             tensors.extend(t for t in self.adam.state[p].values() if isinstance(t, torch.Tensor))
         return tensors
 
+    def _saved(self) -> list[torch.Tensor]:
+        """The copies the step makes of the state before it changes it (allocated by the first :meth:`run`)."""
+        if self.backup is None:
+            raise RuntimeError("the captured step has not run yet: there is no state from before it")
+        return self.backup
+
     def restore(self) -> None:
         """Put back the state from before the last step."""
         with torch.no_grad():
-            torch._foreach_copy_(self._state(), self.backup)
+            torch._foreach_copy_(self._state(), self._saved())
 
     # -- the step --------------------------------------------------------------------------------
     def body(self) -> None:
         """One iteration with no host read, on the buffers: what a replay repeats."""
         with torch.no_grad():
-            torch._foreach_copy_(self.backup, self._state())
+            torch._foreach_copy_(self._saved(), self._state())
             self.cholesky_failed.zero_()
         self.adam.zero_grad(set_to_none=True)
         if self.natural is not None:
@@ -131,21 +137,26 @@ class CapturedStep:
         else:
             self._warm_up_or_record()
         self.runs += 1
+        if self.out is None:  # (body, which every path above runs or replays, sets it)
+            raise RuntimeError("the captured step wrote no bound")
         bound, cholesky_failed, *natgrad_failed = self.out.tolist()
         return bound, bool(cholesky_failed), [bool(f) for f in natgrad_failed]
 
     def _warm_up_or_record(self) -> None:
-        self.stream.wait_stream(torch.cuda.current_stream())
+        stream = self.stream
+        if stream is None:  # (__init__ makes one with graph, the only case that records)
+            raise RuntimeError("a captured step without a graph has no stream to record on")
+        stream.wait_stream(torch.cuda.current_stream())
         # (torch's Cholesky on CUDA ≥ 11.3 is cuSOLVER's, batched or not: nothing waits on the host)
-        with torch.cuda.stream(self.stream):
+        with torch.cuda.stream(stream):
             if self.runs < WARMUP:
                 self.body()
             else:
                 with _lr_as(self.adam, self.lr):
                     self.cuda_graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(self.cuda_graph, stream=self.stream):
+                    with torch.cuda.graph(self.cuda_graph, stream=stream):
                         self.body()
-        torch.cuda.current_stream().wait_stream(self.stream)
+        torch.cuda.current_stream().wait_stream(stream)
         if self.cuda_graph is not None:
             self.cuda_graph.replay()  # recording ran nothing: this is the step
 

@@ -17,13 +17,18 @@ import dataclasses
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from . import storage
 from .config import ModelConfig, TrainConfig
+from .early_stopping import EarlyStopping
 from .model_file import check_parameters
+
+if TYPE_CHECKING:  # (training imports this module)
+    from .training import Batches
 
 # how Adam computes, not what: a checkpoint resumes whichever implementation wrote it
 IMPLEMENTATION = ("foreach", "fused", "capturable", "differentiable")
@@ -38,9 +43,9 @@ class TrainingState:
     model: torch.nn.Module
     adam: torch.optim.Optimizer
     schedule: torch.optim.lr_scheduler.StepLR
-    batches: object  # deepgp.training.Batches: its ``buffer`` of minibatch indices still to come
+    batches: Batches  # its ``buffer`` of minibatch indices still to come
     history: list[float] = dataclasses.field(default_factory=list)
-    early_stopping: object = None  # deepgp.early_stopping.EarlyStopping, where the run stops early
+    early_stopping: EarlyStopping | None = None  # where the run stops early
 
 
 def fingerprint(model, X: torch.Tensor, Y: torch.Tensor, settings: dict) -> dict:

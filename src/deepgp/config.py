@@ -9,6 +9,7 @@ field is its ``metadata["help"]`` (and, for the command line, ``metadata["choice
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, cast
 
 from .validation import check_positive_float, check_positive_int, check_seed
 
@@ -209,14 +210,31 @@ class TrainConfig:
             raise ValueError("early_stopping must be off with recipe='paper': the paper's protocol trains for the "
                              "whole budget")
 
-    def resolved(self) -> "TrainConfig":
+    def resolved(self) -> ResolvedTrainConfig:
         """This config with every field left at None filled in from its recipe (:data:`RECIPE_VALUES`), and
         ``num_samples`` from its method (:data:`METHOD_SAMPLES`)."""
-        values = {**RECIPE_VALUES[self.recipe], "num_samples": METHOD_SAMPLES[self.method]}
-        return replace(self, **{k: v for k, v in values.items() if getattr(self, k) is None})
+        values: dict[str, Any] = {**RECIPE_VALUES[self.recipe], "num_samples": METHOD_SAMPLES[self.method]}
+        filled = replace(self, **{k: v for k, v in values.items() if getattr(self, k) is None})
+        return cast("ResolvedTrainConfig", filled)  # (every recipe has a value for each field it narrows)
 
 
-def gamma_at(cfg: TrainConfig, t: int) -> float:
+if TYPE_CHECKING:
+    class ResolvedTrainConfig(TrainConfig):
+        """The type checker's view of what :meth:`TrainConfig.resolved` returns: a TrainConfig whose
+        settings left at None (the recipe's and the method's) are filled in. It exists for type checking
+        only (``typing.TYPE_CHECKING``): at run time ``resolved()`` returns a plain TrainConfig."""
+
+        num_samples: int
+        lr: float
+        gamma: float
+        gamma_warmup: int
+        decay: float
+        decay_every: int
+        natgrad_inner: bool
+        early_stopping: bool
+
+
+def gamma_at(cfg: ResolvedTrainConfig, t: int) -> float:
     """The natural-gradient step after iteration ``t`` (0-based) of a resolved config:
 
         γ_t = γ · r^(1 − (t + 1)/T) · decay^⌊(t + 1)/decay_every⌋,   r = min(0.01, γ)/γ,

@@ -5,6 +5,7 @@ The model string is the paper's notation, e.g. ``"LV-GP-GP"``; see :func:`deepgp
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -132,7 +133,10 @@ class DeepGP(nn.Module):
 
     @property
     def final_layer(self) -> GPLayer:
-        return self.layers[-1]
+        layer = self.layers[-1]
+        if not isinstance(layer, GPLayer):  # (__init__ checks it; self.layers is a ModuleList that can change)
+            raise TypeError(f"the last layer of a DeepGP must be a GPLayer, got {type(layer).__name__}")
+        return layer
 
     @property
     def has_latent(self) -> bool:
@@ -140,7 +144,7 @@ class DeepGP(nn.Module):
 
     def kl(self) -> torch.Tensor:
         """Σ over GP layers of KL(q(v) ‖ p(v))."""
-        return sum(layer.kl() for layer in self.layers if isinstance(layer, GPLayer))
+        return functools.reduce(torch.add, [layer.kl() for layer in self.layers if isinstance(layer, GPLayer)])
 
     def _data(self, X, Y=None):
         return as_model_data(self, X, Y)
@@ -184,6 +188,8 @@ class DeepGP(nn.Module):
         latents = []
         for layer in self.layers[:-1]:
             if isinstance(layer, LatentVariableLayer):
+                if Y is None:
+                    raise ValueError(f"Y is needed for q(w | x, y) of {self.spec}'s latent-variable layer")
                 mean_w, std_w = layer.posterior(X, Y)
                 w, ratio = layer.sample_posterior(mean_w, std_w, K, stop_q=stop_q)
                 latents.append(w)

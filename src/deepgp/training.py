@@ -13,6 +13,7 @@ import dataclasses
 import os
 import time
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -28,6 +29,9 @@ from .natgrad import MAX_SKIPPED_IN_A_ROW, NaturalGradient
 from .runtime import settle_heap, training_numerics
 from .steps import Captured, Eager, Step, capture_mode
 from .validation import as_xy, check_magnitude, check_positive_int
+
+if TYPE_CHECKING:
+    from .config import ResolvedTrainConfig
 
 __all__ = ["Batches", "History", "MAX_SKIPPED_IN_A_ROW", "fit", "train_config"]
 
@@ -149,7 +153,7 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
         for t in range(start, end):
             result = step(t, run.batches.next(), gamma_at(cfg, t))  # γ decays on the learning rate's staircase
             schedule.step()
-            if natural is not None:
+            if natural is not None and result.taken is not None:  # (taken is None exactly when natural is)
                 natural.count(result.taken, t)
             run.history.append(result.bound)
             bar.update(1)
@@ -172,7 +176,7 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
     return History(run.history, time.perf_counter() - started, stopping)
 
 
-def _prepared(model, X, Y, cfg: TrainConfig, checkpoint, checkpoint_every) -> tuple:
+def _prepared(model, X, Y, cfg: ResolvedTrainConfig, checkpoint, checkpoint_every) -> tuple:
     """Everything fit checks and sets up before its first step: (X, Y) as tensors of the rows trained on,
     early stopping on the rows held out (None without it), the :class:`Checkpoint` (None without one).
     ``model.num_data`` becomes the number of rows trained on."""
@@ -182,11 +186,12 @@ def _prepared(model, X, Y, cfg: TrainConfig, checkpoint, checkpoint_every) -> tu
     X, Y = as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim, min_rows=2)
     check_magnitude(X, Y, model.dtype)
     memory.check_fit(model, X.shape[0], cfg)  # refused now, not by the operating system mid-step
-    stopping, rows = None, (np.arange(len(X)), None)
+    stopping, rows = None, None
     if cfg.early_stopping:
         rows = split_rows(len(X), cfg.validation_fraction, cfg.seed)
-    saved = None if checkpoint is None else Checkpoint(checkpoint, fingerprint(model, X, Y, _acting(cfg, len(rows[0]))))
-    if cfg.early_stopping:
+    trained = len(X) if rows is None else len(rows[0])
+    saved = None if checkpoint is None else Checkpoint(checkpoint, fingerprint(model, X, Y, _acting(cfg, trained)))
+    if rows is not None:
         fitted, held = (torch.as_tensor(r, device=model.device) for r in rows)
         stopping = EarlyStopping(model, X[held], Y[held], cfg.validation_every, cfg.patience)
         X, Y = X[fitted], Y[fitted]  # the held-out rows are in no step
@@ -205,16 +210,17 @@ def train_config(config: TrainConfig | None, settings: dict) -> TrainConfig:
     return dataclasses.replace(config or TrainConfig(), **settings)
 
 
-def _resolved(cfg: TrainConfig) -> TrainConfig:
+def _resolved(cfg: TrainConfig) -> ResolvedTrainConfig:
     """``cfg`` with its recipe's values filled in and the optimiser's numbers as floats."""
-    cfg = cfg.resolved()
-    return dataclasses.replace(cfg, lr=float(cfg.lr), gamma=float(cfg.gamma), decay=float(cfg.decay))
+    resolved = cfg.resolved()
+    return dataclasses.replace(resolved, lr=float(resolved.lr), gamma=float(resolved.gamma),
+                               decay=float(resolved.decay))
 
 
 EARLY_STOPPING = ("early_stopping", "validation_fraction", "validation_every", "patience")
 
 
-def _acting(cfg: TrainConfig, n: int) -> dict:
+def _acting(cfg: ResolvedTrainConfig, n: int) -> dict:
     """Every setting but the budget, as it acts on ``n`` points trained on: a batch of at least N is N, vi
     has no inner sampling, early stopping's settings only where it is on (what a checkpoint's
     fingerprint records)."""
@@ -224,7 +230,7 @@ def _acting(cfg: TrainConfig, n: int) -> dict:
     return acting
 
 
-def _objective(cfg: TrainConfig, model):
+def _objective(cfg: ResolvedTrainConfig, model):
     """The bound fit steps on, ``objective(model, X, Y, numerics=...)``; a DReG setting it refuses, refused now."""
     if cfg.dreg and cfg.method == "iw" and model.has_latent:
         objectives.check_dreg(cfg.inner_sampling)  # now, not at the first step
@@ -234,7 +240,7 @@ def _objective(cfg: TrainConfig, model):
     return partial(objectives.elbo_vi, num_samples=cfg.num_samples)
 
 
-def _natural_gradient(cfg: TrainConfig, model) -> NaturalGradient | None:
+def _natural_gradient(cfg: ResolvedTrainConfig, model) -> NaturalGradient | None:
     """The natural-gradient optimiser of the final layer's q(v) and, with ``natgrad_inner``, the inner GP
     layers' (the final one first); None without ``natgrad``."""
     if not cfg.natgrad:
@@ -244,7 +250,7 @@ def _natural_gradient(cfg: TrainConfig, model) -> NaturalGradient | None:
 
 
 def _step(run: TrainingState, X, Y, objective, numerics: Numerics, natural: NaturalGradient | None,
-          cfg: TrainConfig, captured: bool, graph: bool) -> Step:
+          cfg: ResolvedTrainConfig, captured: bool, graph: bool) -> Step:
     """fit's iteration: eager, or captured (and replayed from a CUDA graph when ``graph``)."""
     step = Eager(run.model, X, Y, objective, numerics, run.adam, natural, cfg.lr, cfg.gamma)
     return Captured(step, run.batches.batch_size, graph) if captured else step

@@ -31,6 +31,9 @@ class GPLayer(nn.Module):
             (L values: a linear mean function plus the GPs, GPflux's inner layers).
     """
 
+    P: torch.Tensor | None  # the buffers of linear_mean and projection (None without one)
+    W: torch.Tensor | None
+
     def __init__(
         self,
         kernel: Stationary,
