@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
 from safetensors.torch import save as safetensors_bytes
 
 import deepgp
@@ -367,6 +368,35 @@ def test_a_crafted_estimator_file_is_refused_by_setting(fitted, tmp_path):
         storage.write(tmp_path / "c", storage.REGRESSOR, {**good, "params": {**good["params"], **change}})
         with pytest.raises(ValueError, match=message):
             DeepGPRegressor.load(tmp_path / "c")
+
+
+def test_a_crafted_file_whose_parts_disagree_is_damaged(fitted, tmp_path, capsys):
+    """Each part of a model file agrees with the others: the settings with the model they built, the
+    names of its inputs in both places, and every tensor it holds named by its contents."""
+    _, data, model = fitted
+    good = storage.read(model, storage.REGRESSOR)
+    inputs = good["columns"]["inputs"]
+    for change, message in [({"params": {**good["params"], "kernel": "matern52"}},
+                             "its settings and its model disagree on kernel ('matern52' against 'rbf')"),
+                            ({"params": {**good["params"], "num_inducing": 7}},
+                             "its settings and its model disagree on num_inducing"),
+                            ({"feature_names_in": inputs[::-1]},
+                             "its fields 'feature_names_in' and 'columns' name different inputs")]:
+        storage.write(tmp_path / "c.safetensors", storage.REGRESSOR, {**good, **change})
+        with pytest.raises(ValueError, match=re.escape(message)):
+            DeepGPRegressor.load(tmp_path / "c.safetensors")
+    storage.write(tmp_path / "c.safetensors", storage.REGRESSOR, {**good, "feature_names_in": inputs})
+    DeepGPRegressor.load(tmp_path / "c.safetensors")  # (the same names in both: consistent)
+    # a tensor nothing in the file names: carried along, unread, of any size
+    storage.write(tmp_path / "c.safetensors", storage.REGRESSOR, good)
+    with safe_open(str(tmp_path / "c.safetensors"), framework="pt") as f:
+        meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
+    (tmp_path / "c.safetensors").write_bytes(safetensors_bytes({**tensors, "extra": torch.zeros(3)}, metadata=meta))
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "c.safetensors"), str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "c.safetensors is damaged: it holds tensors its contents do not name ('extra', ...)" in err
+    assert err.count("\n") == 1
 
 
 def test_a_crafted_size_beyond_any_model_is_damage_not_a_crash(fitted, tmp_path, capsys):

@@ -301,7 +301,15 @@ def test_damaged_model_files_are_refused_by_field(tmp_path, data):
         "parameters do not fit its architecture":  # as many values, in another shape
             {**tree, "state": {**tree["state"], "layers.1.q_mu": tree["state"]["layers.1.q_mu"].T.contiguous()}},
         "NaN, infinite or absurdly large parameters":
-            {**tree, "state": {**tree["state"], "likelihood.variance.psi": torch.tensor([math.nan])}},
+            {**tree, "state": {**tree["state"],
+                               "likelihood.variance.psi": torch.tensor([math.nan], dtype=torch.float64)}},
+        # a tensor of another dtype would be cast on loading, to other values (bools to 0 and 1)
+        "layers.1.Z is stored as torch.bool, where the model holds torch.float64":
+            {**tree, "state": {**tree["state"], "layers.1.Z": tree["state"]["layers.1.Z"] > 0}},
+        "layers.1.Z is stored as torch.float16, where the model holds torch.float64":
+            {**tree, "state": {**tree["state"], "layers.1.Z": tree["state"]["layers.1.Z"].half()}},
+        "likelihood.variance.psi is stored as torch.int64, where the model holds torch.float64":
+            {**tree, "state": {**tree["state"], "likelihood.variance.psi": torch.tensor([1])}},
         "state holds values that are not tensors": {**tree, "state": {**tree["state"], "extra": [1, 2]}},
         "absurdly large":
             {**tree, "state": {**tree["state"], "layers.1.q_mu": torch.full((8, 1), 1e300, dtype=torch.float64)}},

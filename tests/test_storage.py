@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save as safetensors_bytes
 
-from deepgp import storage
+from deepgp import legacy, storage
 
 
 def test_pack_round_trips_every_kind_of_value(tmp_path):
@@ -115,7 +115,7 @@ def test_a_header_length_that_starts_like_a_pickle_is_still_read(tmp_path):
         if (tmp_path / "f").read_bytes()[0] == 0x80:
             break
     assert (tmp_path / "f").read_bytes()[0] == 0x80
-    assert not storage.is_legacy(tmp_path / "f") and storage.read(tmp_path / "f", storage.MODEL)["pad"] == "x" * pad
+    assert not legacy.is_legacy(tmp_path / "f") and storage.read(tmp_path / "f", storage.MODEL)["pad"] == "x" * pad
 
 
 def test_deeply_nested_or_oddly_typed_contents_are_refused_by_name(tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import kinds, storage
+from . import kinds, legacy, storage
 from .arguments import HelpFormatter, add_settings, at_least, count, positive_int, seed
 from .config import ModelConfig, TrainConfig, parse_spec, settings_of
 from .demo import config_from_args, run_demo, score_table
@@ -372,14 +372,14 @@ def _convert(args) -> int:
         raise FileNotFoundError(f"no such file: {old}")
     if not old.is_file():
         raise ValueError(f"{old} is not a regular file")
-    if not storage.is_legacy(old):
+    if not legacy.is_legacy(old):
         raise ValueError(f"{old} is not a deepgp 0.1 model file (those are pickles; files saved since need no "
                          "conversion)")
     if not args.trust:
         raise ValueError(f"converting {old} unpickles it, which runs any code it holds; "
                          "add --trust if you trust where it came from")
     check_output(args.new, "the converted model", [old], kind=kinds.MODEL_FILE)
-    kind, tree = storage.read_legacy(old)
+    kind, tree = legacy.read_legacy(old)
     obj = DeepGPRegressor.from_tree(tree, old) if kind == storage.REGRESSOR else DeepGP.from_tree(tree, old)
     obj.save(args.new)
     print(f"wrote {args.new} ({type(obj).__name__} {obj.model if kind == storage.REGRESSOR else obj.spec})")

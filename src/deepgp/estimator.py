@@ -370,11 +370,19 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
                 raise ValueError(f"{path} is damaged: the field 'columns' does not name {est.n_features_in_} distinct "
                                  "inputs and a target")
             est.columns_ = {"inputs": inputs, "target": target}  # the CSV column names, set by `deepgp fit`
+        if names is not None and columns is not None and list(names) != columns["inputs"]:
+            raise ValueError(f"{path} is damaged: its fields 'feature_names_in' and 'columns' name different inputs")
         model = field(tree, "model", dict, path)
         est.model_ = DeepGP.from_tree(model, path, check_device(params["device"]))
         if (est.model_.input_dim != est.n_features_in_ or est.x_scaler_.mean.shape != (est.n_features_in_,)
                 or est.y_scaler_.mean.shape != (est.model_.output_dim,)):
             raise ValueError(f"{path} is damaged: its model, scalers and input count disagree")
+        said, built = est.configs()[0], est.model_.config  # the settings and the model they built agree
+        differ = [f.name for f in fields(ModelConfig) if getattr(said, f.name) != getattr(built, f.name)
+                  and not (f.name == "inner_width" and said.inner_width == "auto")]  # ("auto": resolved on fit)
+        if differ:
+            raise ValueError(f"{path} is damaged: its settings and its model disagree on {differ[0]} "
+                             f"({getattr(said, differ[0])!r} against {getattr(built, differ[0])!r})")
         return est
 
 

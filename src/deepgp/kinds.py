@@ -13,6 +13,15 @@ from typing import NamedTuple
 
 from safetensors import safe_open
 
+# the formats of the files deepgp saves (the ``format`` field of a safetensors header: :mod:`deepgp.storage`)
+MODEL = "deepgp-model/2"
+REGRESSOR = "deepgp-regressor/2"
+CHECKPOINT = "deepgp-checkpoint/2"
+WHAT = {MODEL: "a model saved by deepgp (DeepGP.save)",
+        REGRESSOR: "a model saved by deepgp (DeepGPRegressor.save, deepgp fit)",
+        CHECKPOINT: "a training checkpoint saved by deepgp"}
+NOUN = {MODEL: "the model", REGRESSOR: "the model", CHECKPOINT: "the checkpoint"}
+
 
 class Kind(NamedTuple):
     """What a command writes: ``noun`` ("a model file of deepgp") and ``test``, whether the file at a path

@@ -76,11 +76,15 @@ def from_tree(cls, tree: dict, path="the file", device=None):
     try:
         with seeded(0):  # (the placeholder weights' draws leave the caller's random state alone)
             model = cls.build(config, *dims)
-        model.load_state_dict(state)
+        wrong = _wrong_dtype(model, state)
+        if wrong is None:
+            model.load_state_dict(state)
     except (ValueError, TypeError, RuntimeError) as err:
         raise ValueError(f"{path} is damaged: its parameters do not fit its architecture "
                          f"({' '.join(str(err).split())[:300]})") from None
     try:
+        if wrong is not None:
+            raise ValueError(wrong)
         check_parameters(model)
     except ValueError as err:
         raise ValueError(f"{path} is damaged: {err}") from None
@@ -118,6 +122,17 @@ def _check_sizes(cls, config: ModelConfig, dims: list[int], state: dict, path) -
     size = sum(t.numel() for t in state.values())
     if need != size:
         raise ValueError(f"{path} is damaged: its config describes {need} parameters but it holds {size}")
+
+
+def _wrong_dtype(model: nn.Module, state: dict) -> str | None:
+    """What is wrong where a stored tensor's dtype is not the one the architecture gives it (a bool or
+    float16 where the model holds float64, which loading would cast silently, to other values); None if
+    nothing is."""
+    built = model.state_dict()
+    for name, tensor in state.items():
+        if name in built and tensor.dtype != built[name].dtype:
+            return f"{name} is stored as {tensor.dtype}, where the model holds {built[name].dtype}"
+    return None
 
 
 def check_parameters(model: nn.Module) -> None:

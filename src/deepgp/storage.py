@@ -21,23 +21,19 @@ Any safetensors reader can list a file's tensors and read its metadata.
 (``os.replace``, atomic): an interrupted or failed save leaves the old file as it was.
 
 **Old files.** deepgp 0.1 wrote pickles (``torch.save``), which can run code when opened. They are
-refused with a message that says how to convert one whose origin is trusted (:func:`read_legacy`,
+refused with a message that says how to convert one whose origin is trusted (:mod:`deepgp.legacy`,
 behind an explicit ``trust=True`` / ``deepgp convert --trust``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import io
 import json
 import math
 import os
-import pickle
 import re
 import secrets
 import stat
-import types
 from pathlib import Path
 
 try:
@@ -53,16 +49,13 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as save_safetensors
 
 from . import version
-from .kinds import Kind, format_of
 
-MODEL = "deepgp-model/2"
-REGRESSOR = "deepgp-regressor/2"
-CHECKPOINT = "deepgp-checkpoint/2"
-WHAT = {MODEL: "a model saved by deepgp (DeepGP.save)",
-        REGRESSOR: "a model saved by deepgp (DeepGPRegressor.save, deepgp fit)",
-        CHECKPOINT: "a training checkpoint saved by deepgp"}
-NOUN = {MODEL: "the model", REGRESSOR: "the model", CHECKPOINT: "the checkpoint"}
-_ZIP = b"PK\x03\x04"  # torch.save's zip container
+# (the file formats, named here too: storage.MODEL is where readers of files look for them)
+from .kinds import CHECKPOINT as CHECKPOINT
+from .kinds import MODEL as MODEL
+from .kinds import NOUN, WHAT, Kind, format_of
+from .kinds import REGRESSOR as REGRESSOR
+from .legacy import legacy_message, read_legacy, starts_like_torch_save
 
 
 # -- the tree: JSON plus named tensors -------------------------------------------------------------
@@ -309,7 +302,7 @@ def read(path, kind: str, trust: bool = False):
 
     Refused with a one-line ValueError naming the file: a missing file (FileNotFoundError), a file of
     another format, a damaged or truncated file, and deepgp 0.1's pickle files — unless ``trust``,
-    for which such a file is unpickled by :func:`read_legacy`, **which runs any code it holds**.
+    for which such a file is unpickled by :func:`deepgp.legacy.read_legacy`, **which runs any code it holds**.
     """
     if trust is not True and trust is not False:  # "False" or 0 must never open the pickle door
         raise ValueError(f"trust must be True or False, got {trust!r}")
@@ -322,7 +315,7 @@ def read(path, kind: str, trust: bool = False):
         raise ValueError(f"{path} is not a file, so not {WHAT[kind]}")
     with open(path, "rb") as f:
         head = f.read(9)
-    if _starts_like_torch_save(head):
+    if starts_like_torch_save(head):
         if not trust:
             raise ValueError(legacy_message(path, kind))
         found, tree = read_legacy(path)
@@ -350,10 +343,16 @@ def read(path, kind: str, trust: bool = False):
         other = f"; it is {WHAT[found]}" if found in WHAT else ""
         raise ValueError(f"{path} is not {WHAT[kind]}{other}")
     with written_by(path):  # (a newer deepgp may spell its contents in a way this one does not know)
+        named: list = []  # the tensors the tree refers to: each tensor written is named once
         try:
-            return unpack(json.loads(meta["tree"]), tensors)
+            tree = json.loads(meta["tree"], object_hook=lambda d: named.append(d["$tensor"]) or d
+                              if d.keys() == {"$tensor"} else d)
+            value, unnamed = unpack(tree, tensors), sorted(set(tensors) - set(named))
         except (KeyError, TypeError, ValueError, RecursionError) as err:
             raise ValueError(f"{path} is damaged: its contents do not parse ({type(err).__name__})") from None
+        if unnamed:
+            raise ValueError(f"{path} is damaged: it holds tensors its contents do not name ({unnamed[0]!r}, ...)")
+        return value
 
 
 def _version() -> str:
@@ -424,77 +423,3 @@ def field(tree, name: str, kind: type | tuple[type, ...], path, optional: bool =
         expected = " or ".join(k.__name__ for k in kinds)
         raise ValueError(f"{path} is damaged: the field {name!r} is a {type(value).__name__}, not a {expected}")
     return value
-
-
-# -- deepgp 0.1's pickle files ---------------------------------------------------------------------
-def legacy_message(path, kind: str) -> str:
-    head = f"{path} is in deepgp 0.1's pickle format, which can run code when opened, so it is not read."
-    if kind == CHECKPOINT:
-        return f"{head} Delete it to train from the start"
-    return (f"{head} If you trust where it came from, convert it once with `deepgp convert {path} NEW --trust` "
-            f"(or `load({str(path)!r}, trust=True)` then `save`)")
-
-
-def is_legacy(path) -> bool:
-    """Whether the file at ``path`` starts like torch.save's output (:func:`_starts_like_torch_save`)."""
-    with open(path, "rb") as f:
-        return _starts_like_torch_save(f.read(9))
-
-
-def _starts_like_torch_save(head: bytes) -> bool:
-    """Whether a file's first 9 bytes are torch.save's zip container or a bare pickle (protocol 2-5:
-    0x80 and the protocol). A safetensors file's first 8 bytes are its header's length and the 9th
-    is the header's ``{``, so a length whose low byte is 0x80 is not mistaken for a pickle."""
-    bare_pickle = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05") and head[8:9] != b"{"
-    return head.startswith(_ZIP) or bare_pickle
-
-
-class _NumpyCompatibleUnpickler(pickle.Unpickler):
-    """Unpickles numpy arrays pickled under numpy 2 (module ``numpy._core``) with numpy 1 (``numpy.core``)."""
-
-    def find_class(self, module, name):
-        if module.startswith("numpy._core") and importlib.util.find_spec("numpy._core") is None:
-            module = "numpy.core" + module.removeprefix("numpy._core")
-        return super().find_class(module, name)
-
-
-_numpy_compatible_pickle = types.SimpleNamespace(
-    __name__="pickle", Unpickler=_NumpyCompatibleUnpickler,
-    load=lambda f, **kw: _NumpyCompatibleUnpickler(f, **kw).load())
-
-
-def read_legacy(path) -> tuple[str, dict]:
-    """(kind, tree) of a deepgp 0.1 file, the tree laid out as :func:`read` gives the current format.
-
-    **This unpickles the file, which runs any code it contains**: only for a file whose origin is
-    trusted, behind an explicit ``trust=True`` or ``deepgp convert --trust``.
-    """
-    def unpickle(source):
-        try:
-            return torch.load(source, map_location="cpu", weights_only=False, pickle_module=_numpy_compatible_pickle)
-        except Exception as err:  # a damaged pickle raises a variety of errors
-            raise ValueError(f"{path} could not be read as a deepgp 0.1 file ({type(err).__name__}: {err})") from None
-
-    def model_tree(blob) -> dict:
-        config = {"dtype": "float64", **blob["config"]}  # (files older than float32 mode lack it)
-        config["model"] = config.pop("spec")
-        dims = {k: config.pop(k) for k in ("input_dim", "output_dim")}
-        return {"config": config, **dims, "num_data": blob["num_data"], "state": blob["state"]}
-
-    blob = unpickle(path)
-    found = blob.get("format") if isinstance(blob, dict) else None
-    if found not in ("deepgp-model/1", "deepgp-regressor/1"):
-        raise ValueError(f"{path} is not a model file of deepgp 0.1")
-    try:
-        if found == "deepgp-model/1":
-            return MODEL, model_tree(blob)
-        tree = {k: blob.get(k) for k in ("params", "y_ndim", "n_features_in", "columns")}
-        tree.update(
-            x_scaler={k: torch.as_tensor(v) for k, v in blob["x_scaler"].items()},
-            y_scaler={k: torch.as_tensor(v) for k, v in blob["y_scaler"].items()},
-            history=torch.as_tensor(np.asarray(blob["history"], dtype=np.float64)), feature_names_in=None,
-            model=model_tree(unpickle(io.BytesIO(blob["model"]))),
-        )
-        return REGRESSOR, tree
-    except (KeyError, TypeError, AttributeError, ValueError) as err:
-        raise ValueError(f"{path} is not a complete deepgp 0.1 model file ({type(err).__name__}: {err})") from None
