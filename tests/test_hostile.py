@@ -114,6 +114,8 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
     inf.write_text("x1,x2,y\n1,2,3\n4,inf,6\n7,8,9\n")
     one_row = tmp / "one.csv"
     one_row.write_text("x1,x2,y\n1,2,3\n")
+    twice = tmp / "twice.csv"  # (a reader by name would keep one of the two x1 columns)
+    twice.write_text("x1,x2, x1,y\n1,2,3,4\n5,6,7,8\n9,1,2,3\n")
     fifo = tmp / "pipe"
     os.mkfifo(fifo)  # opening it would block: every command must refuse it first
     one_input = tmp / "one.safetensors"
@@ -144,6 +146,9 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
         (["fit", str(inf), "--target", "y", *FAST, *out], 2,
          "infinite values in column(s) 'x2' (1 row(s), first on line 3)"),
         (["fit", str(one_row), "--target", "y", *FAST, *out], 2, "minimum of 2"),
+        (["fit", str(twice), "--target", "y", *FAST, *out], 2, "twice.csv: duplicate column names ['x1']"),
+        (["predict", str(model), str(twice)], 2, "twice.csv: duplicate column names ['x1']"),
+        (["evaluate", str(model), str(twice)], 2, "twice.csv: duplicate column names ['x1']"),
         (["fit", str(data), *FAST], 2, "--target"),
         (["predict", str(model), str(data), "--predict-samples", "0"], 2, "argument --predict-samples"),
         (["predict", str(model), str(data), "--out", str(tmp / "no" / "p.csv")], 2, "does not exist"),

@@ -473,6 +473,23 @@ def test_a_file_that_is_not_the_papers_table_is_refused_under_its_own_option(tmp
         report.read_paper(results)
 
 
+def test_a_papers_table_with_a_column_named_twice_is_refused_by_name(tmp_path, capsys):
+    """A reader by name keeps one of the two columns (the last): the paper's value would be the wrong one."""
+    from deepgp.cli import main
+
+    paper = tmp_path / "paper.csv"
+    paper.write_text("dataset,N,GP_VI,GP_VI_se,GP_VI\nboston,506,0.02,0.01,9\n")
+    with pytest.raises(ValueError, match=r"^--shapiro .*paper.csv has the column 'GP_VI' twice in its header"):
+        report.read_paper(paper, "--shapiro")
+    with pytest.raises(ValueError, match=r"paper.csv has the column 'GP_VI' twice in its header"):
+        report.read_paper_sizes(paper)
+    results = tmp_path / "r.csv"
+    write_results(results, {("boston", "GP", "vi"): [0.0]})
+    assert main(["report", str(results), "--paper", str(paper)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "has the column 'GP_VI' twice" in err
+
+
 def test_a_report_it_cannot_write_is_refused_in_one_line_naming_it(tmp_path, capsys):
     from deepgp.cli import main
 

@@ -6,6 +6,7 @@ import functools
 import math
 import multiprocessing as mp
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -295,6 +296,43 @@ def test_migration_is_not_derailed_by_a_damaged_line(tmp_path):
     assert results.read_text().splitlines()[0] == ",".join(runner.COLUMNS)
     loaded = runner.load_results(results)
     assert len(loaded.rows) == 3 and loaded.damaged == [3]  # kept where it was, still ignored
+
+
+def rewritten(path: Path, edit) -> bytes:
+    """Rewrite the CSV at ``path`` with ``edit(records)`` (lists of fields, the header first); its new bytes."""
+    records = edit(list(csv.reader(open(path, newline=""))))
+    with open(path, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(records)
+    return path.read_bytes()
+
+
+def without(*names):
+    """An edit of :func:`rewritten` that deletes the columns ``names``."""
+    def edit(records):
+        keep = [j for j, name in enumerate(records[0]) if name not in names]
+        return [[r[j] for j in keep] for r in records]
+    return edit
+
+
+def test_the_added_columns_are_key_columns_each_added_once():
+    added = [c for group in runner.ADDED_COLUMNS for c in group]
+    assert len(added) == len(set(added)) and set(added) < set(runner.KEY)
+    assert set(runner.KEY) - set(added) == set(OLD_COLUMNS) & set(runner.KEY)  # the first file's key columns
+
+
+@pytest.mark.parametrize("newest", range(-1, len(runner.ADDED_COLUMNS)))
+def test_every_layout_an_earlier_version_wrote_is_read_and_resumed(tmp_path, newest):
+    """A file with the key columns of the first file and of the groups of ADDED_COLUMNS up to ``newest`` is
+    one an earlier version wrote: its rows read with the later settings as their runs had them, and resumed."""
+    results = tmp_path / "r.csv"
+    todo = fake_configs("ab", recipe="paper")  # (what the runs of files without a recipe column used)
+    runner.run_benchmark(todo, results, run=fake_run, log=quiet)
+    later = [c for group in runner.ADDED_COLUMNS[newest + 1:] for c in group]
+    rewritten(results, without(*later, "device", "products"))
+    assert [runner.config_key(r) for r in runner.load_results(results).rows] == [runner.config_key(c) for c in todo]
+    calls = []
+    assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c), log=quiet) == 0 and calls == []
+    assert tuple(next(csv.reader(open(results)))) == runner.COLUMNS
 
 
 def _prepare_after(barrier, results, out):
@@ -1025,23 +1063,14 @@ def test_a_results_file_saved_with_a_byte_order_mark_keeps_its_rows(tmp_path, ca
     assert main(["report", str(results)]) == 0 and "| a | GP (VI) | 1 |" in capsys.readouterr().out
 
 
-def _without(results: Path, column: str) -> None:
-    rows = list(csv.DictReader(open(results)))
-    kept = [c for c in runner.COLUMNS if c != column]
-    with open(results, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(kept)
-        w.writerows([r[c] for c in kept] for r in rows)
-
-
-@pytest.mark.parametrize("column", ["seconds", "n_train", "n_test"])
+@pytest.mark.parametrize("column", ["seconds", "n_train", "n_test", "deepgp"])
 def test_a_column_deleted_by_hand_beside_the_key_is_unknown_not_damage(tmp_path, capsys, column):
     """Deleting ``seconds`` made the report a KeyError; deleting ``n_train`` made ``deepgp benchmark`` rewrite
     the file with every row damaged, and run them all again. Such a column is unknown: rows keep."""
     results = tmp_path / "r.csv"
     todo = fake_configs("ab")
     runner.run_benchmark(todo, results, run=fake_run, log=quiet)
-    _without(results, column)
+    rewritten(results, without(column))
     calls = []
     assert runner.run_benchmark(todo, results, run=lambda c: calls.append(c), log=quiet) == 0
     assert calls == []
@@ -1053,6 +1082,52 @@ def test_a_column_deleted_by_hand_beside_the_key_is_unknown_not_damage(tmp_path,
     assert "| a | GP (VI) | 1 |" in out and "nan" not in out
     if column == "seconds":
         assert "Total compute: 0.00 h over 2 runs, 2 of them of unknown time" in out and out.count(" – |\n") >= 2
+
+
+@pytest.mark.parametrize("deleted", [
+    ("num_inducing",), ("num_samples",), ("predict_samples",), ("iterations",), ("recipe",), ("lr",), ("gamma",),
+    ("gamma_warmup",), ("decay",), ("inner_width",), ("dtype",), ("sghmc_step",), ("patience",),
+    ("num_inducing", "recipe")])
+def test_a_setting_column_deleted_by_hand_is_refused_before_any_work(data_dir, tmp_path, capsys, deleted):
+    """Its rows' value of that setting is not known (reading it as today's default would make old rows
+    claim a setting they did not run with and run them again): refused by name, the file as it was."""
+    results = tmp_path / "r.csv"
+    runner.run_benchmark(fake_configs("ab"), results, run=fake_run, log=quiet)
+    content = rewritten(results, without(*deleted))
+    says = f"r.csv lacks the setting column{'s' if len(deleted) > 1 else ''} {list(deleted)} "
+    with pytest.raises(ValueError, match=re.escape(says)):
+        runner.load_results(results)
+    for command in (["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--iterations", "1",
+                     "--data-dir", str(data_dir), "--results", str(results)], ["report", str(results)]):
+        status, err = run_main(command, capsys)
+        assert status == 2 and len(err.splitlines()) == 1 and says in err and "put the column" in err, err
+    assert results.read_bytes() == content and sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]
+
+
+def test_a_setting_column_deleted_from_an_earlier_versions_file_is_refused(tmp_path):
+    results = tmp_path / "r.csv"
+    runner.run_benchmark(fake_configs("ab"), results, run=fake_run, log=quiet)
+    rewritten(results, without(*(c for c in runner.COLUMNS if c not in OLD_COLUMNS), "iterations"))
+    with pytest.raises(ValueError, match=re.escape("r.csv lacks the setting column ['iterations'] ")):
+        runner.prepare_results(results)
+
+
+@pytest.mark.parametrize("column", ["seconds", "num_inducing", "dataset", "products"])
+def test_a_column_named_twice_is_refused_before_any_work(data_dir, tmp_path, capsys, column):
+    """A reader by name would keep one of the two (the last), and a rewrite of the file only that one."""
+    results = tmp_path / "r.csv"
+    runner.run_benchmark(fake_configs("ab"), results, run=fake_run, log=quiet)
+    content = rewritten(results, lambda records: [r + [column if i == 0 else "9"] for i, r in enumerate(records)])
+    says = f"r.csv has the column '{column}' twice in its header; keep one"
+    with pytest.raises(ValueError, match=re.escape(says)):
+        runner.load_results(results)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        runner.prepare_results(results)
+    for command in (["benchmark", "--datasets", "toya", "--models", "GP:vi", "--splits", "0", "--iterations", "1",
+                     "--data-dir", str(data_dir), "--results", str(results)], ["report", str(results)]):
+        status, err = run_main(command, capsys)
+        assert status == 2 and len(err.splitlines()) == 1 and says in err, err
+    assert results.read_bytes() == content and sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]
 
 
 # -- names ---------------------------------------------------------------------------------------
@@ -1109,7 +1184,10 @@ def test_a_results_file_from_before_recipes_reads_as_the_paper_recipe(tmp_path):
     config = runner.make_configs(["toy"], [("GP", "vi")], [0], iterations=3, recipe="paper")[0]
     assert {k: config[k] for k in RECIPE_VALUES["paper"]} == RECIPE_VALUES["paper"]
     row = {**{c: 0.0 for c in runner.COLUMNS}, **config, "deepgp": "0", "torch": "0", "numpy": "0", "python": "0"}
-    old_columns = [c for c in runner.COLUMNS if c not in ("recipe", "gamma_warmup", "natgrad_inner")]
+    # the header before recipes: without their group of key columns ("recipe", "gamma_warmup", "natgrad_inner")
+    # and the groups added since
+    since = next(i for i, group in enumerate(runner.ADDED_COLUMNS) if "recipe" in group)
+    old_columns = [c for c in runner.COLUMNS if not any(c in group for group in runner.ADDED_COLUMNS[since:])]
     values = dict(zip(runner.COLUMNS, next(csv.reader([runner.format_row(row)]))))
     path = tmp_path / "old.csv"
     with open(path, "w", newline="") as f:

@@ -27,7 +27,7 @@ from deepgp.storage import write_bytes
 
 from .baselines import network_name
 from .markdown import markdown_cell
-from .runner import BASELINES, CONFIGS, EVALUATION, SETTINGS, _text, describe_lines, load_results, variant
+from .runner import BASELINES, CONFIGS, EVALUATION, SETTINGS, _repeated, _text, describe_lines, load_results, variant
 
 _PAPER_METHOD = {"vi": "VI", "iw": "IWVI", "sghmc": "SGHMC"}
 BASELINE = ("GP", "vi", "")
@@ -60,7 +60,7 @@ def read_paper(path, option: str = "--paper") -> dict[tuple[str, str, str], tupl
     out = {}
     with _table(path, option) as f:
         reader = csv.DictReader(f)
-        if "dataset" not in (reader.fieldnames or []):
+        if "dataset" not in _names(reader, path, option):
             raise ValueError(f"{option} {path} is not a table of the paper: it has no 'dataset' column")
         try:
             for rec in reader:
@@ -86,12 +86,23 @@ def read_paper_sizes(path) -> dict[str, int]:
     table has no ``N`` column."""
     with _table(path, "the paper's table") as f:
         reader = csv.DictReader(f)
-        if "dataset" not in (reader.fieldnames or []) or "N" not in reader.fieldnames:
+        names = _names(reader, path, "the paper's table")
+        if "dataset" not in names or "N" not in names:
             return {}
         try:
             return {rec["dataset"]: int(rec["N"]) for rec in reader if rec.get("N")}
         except ValueError as err:
             raise ValueError(f"{path}, line {reader.line_num}: {err}") from None
+
+
+def _names(reader: csv.DictReader, path, option: str) -> list[str]:
+    """The column names of a table; a name that occurs twice is a ValueError naming the file as ``option``
+    gave it (a DictReader would keep the last column of that name)."""
+    names = reader.fieldnames or []
+    problem = _repeated(names)
+    if problem:
+        raise ValueError(f"{option} {path} {problem}")
+    return names
 
 
 @contextlib.contextmanager

@@ -7,6 +7,8 @@ start, rows already in the file (matched on :data:`KEY`: every setting that chan
 generated from :mod:`deepgp.config` and :mod:`deepgp_bench.config`) are skipped. A file written
 before a setting was a column is read with that setting's declared default (``"-"`` for
 inner_sampling in a "vi" row), and rewritten once with the column the next time a run appends to it.
+A setting column missing from any other file (:data:`ADDED_COLUMNS`), and a column name that its header
+repeats, are refused by name before any work: a row's settings are never guessed.
 
 Damaged lines: every physical line is parsed on its own (rows never contain a newline), so a
 damaged line (a truncated last line from a crash mid-write, an edit that broke its quoting, a
@@ -48,6 +50,7 @@ worker threads), the next one as soon as one finishes.
 from __future__ import annotations
 
 import codecs
+import collections
 import csv
 import dataclasses
 import functools
@@ -119,6 +122,22 @@ METRICS = ("test_loglik_kde", "test_loglik_mixture", "test_rmse", "shapiro_media
 COLUMNS = KEY + METRICS + ("n_train", "n_test", "seconds", "deepgp", "torch", "numpy", "python", "device",
                            "products")
 _REQUIRED = ("dataset", "model", "method", "split", "seed", *METRICS)  # what any results file has had
+# The key columns that versions of the results file added, oldest first, one group per version; the first
+# file had the rest of KEY. A file lacks the groups after its version's, and no other key column: a file
+# from before a group is read with the group's settings as its runs had them (:func:`_missing`), and a
+# setting column missing from any other file is refused, as the value its rows ran with is not known.
+ADDED_COLUMNS = (
+    ("dtype", "inner_sampling"),
+    ("predict_samples", "shapiro_points", "hidden_dim", "latent_dim", "kernel", "likelihood_variance",
+     "inner_q_sqrt", "train_inner_kernel_variance", "encoder_hidden", "batch_size", "lr", "gamma", "decay",
+     "decay_every", "natgrad"),
+    ("encoder_std",),
+    ("sghmc_samples", "sghmc_thinning", "sghmc_step", "sghmc_mdecay", "sghmc_window"),
+    ("recipe", "gamma_warmup", "natgrad_inner"),
+    ("inner_width",),
+    ("dreg",),
+    ("early_stopping", "validation_fraction", "validation_every", "patience"),
+)
 RECORDED = COLUMNS[len(KEY) + len(METRICS):]  # beside the key and the metrics: how and with what a row was computed
 _INTS = ("split", "n_train", "n_test", *(name for name, f in SETTINGS.items() if f.type in ("int", "int | None")))
 
@@ -485,17 +504,14 @@ def _respelt(name: str, text: str) -> str:
 
 def load_results(path) -> Results:
     """The rows of a results file and the numbers of its damaged lines; each line is read on its
-    own, so a damaged one costs that line only. An empty file has no rows; a file without the
-    results columns is a ValueError."""
+    own, so a damaged one costs that line only. An empty file has no rows; a header that is not a results
+    file's (:func:`_check_header`: a column missing or repeated) is a ValueError."""
     path = Path(path)
     lines = _lines(path)
     if not any(line.strip() for line in lines):
         return Results()
     header = _fields(lines[0]) or []
-    # the key columns tell a results file apart; any other column it lacks is named once those are there
-    missing = [c for c in _REQUIRED if c not in header]
-    if missing:
-        raise ValueError(f"{path} is not a deepgp results file: it lacks the columns {missing}")
+    _check_header(path, header)
     out = Results()
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -542,8 +558,9 @@ def check_results(path, what: str = "the results file") -> Path:
     every name of it shares), checked before any work and without touching anything: a ValueError if it
     is not a regular file that can be written in a folder that exists (none is made), if it has more
     than one name (a hard link: each name would keep claims of its own, see the module docstring), or
-    if it is a file whose first line is not the header of a results file (a model or a data file given
-    by mistake stays byte for byte as it was). A file not there yet is fine."""
+    if it is a file whose first line is not the header of a results file (:func:`_check_header`: a model or
+    a data file given by mistake, a column deleted or repeated by hand, stays byte for byte as it was). A
+    file not there yet is fine."""
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise ValueError(f"{what}: expected a file name, got {path!r}")
     check_writable(path, what)
@@ -555,23 +572,51 @@ def check_results(path, what: str = "the results file") -> Path:
     if real.is_file() and real.stat().st_size:
         with open(real, "rb") as f:
             first = f.readline(1 << 20).removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n")
-        problem = _header_problem(_fields(first) or [])
-        if problem:
-            raise ValueError(f"{path} is not a deepgp results file: {problem}; use another --results file")
+        _check_header(path, _fields(first) or [], extend=True)
     return real
 
 
-def _header_problem(header: list[str]) -> str:
-    """What keeps ``header`` from being a results file's that :func:`prepare_results` can extend ("" if
-    nothing): a missing key column, or a column no results file has (rewriting the file with every column
-    would lose it)."""
+def _check_header(path, header: list[str], extend: bool = False) -> None:
+    """A ValueError naming ``path`` unless ``header`` is a results file's: one that lacks a column every
+    results file has (it is not one), repeats a column (one of them would be read, and a rewrite would keep
+    only that one), or lacks a setting column that the version which wrote its other columns wrote too
+    (:data:`ADDED_COLUMNS`: its rows' settings are not known). ``extend``: also one with a column no results
+    file has (:func:`prepare_results`, rewriting the file with every column, would lose it)."""
     missing = [c for c in _REQUIRED if c not in header]
-    if missing:
-        return f"it lacks the columns {missing}"
-    foreign = [c for c in header if c not in COLUMNS]
-    if foreign:
-        return f"it has columns no results file has: {foreign[:5]}"
-    return ""
+    foreign = [c for c in header if c not in COLUMNS] if extend else []
+    if missing or foreign:
+        problem = f"it lacks the columns {missing}" if missing else f"it has columns no results file has: {foreign[:5]}"
+        raise ValueError(f"{path} is not a deepgp results file: {problem}" + ("; use another --results file"
+                                                                              if extend else ""))
+    problem = _repeated(header) or _unknown_settings(header)
+    if problem:
+        raise ValueError(f"{path} {problem}")
+
+
+def _repeated(header: list[str]) -> str:
+    """"has the column 'x' twice in its header; keep one" where a column name occurs more than once (a reader
+    by name would keep one of them silently), else ""."""
+    repeated = [name for name, count in collections.Counter(header).items() if count > 1]
+    if not repeated:
+        return ""
+    if len(repeated) == 1:
+        count = header.count(repeated[0])
+        return f"has the column {repeated[0]!r} {'twice' if count == 2 else f'{count} times'} in its header; keep one"
+    return f"has the columns {repeated} more than once in its header; keep one of each"
+
+
+def _unknown_settings(header: list[str]) -> str:
+    """The setting columns ``header`` lacks although the newest group of :data:`ADDED_COLUMNS` it has (or
+    the first file) had them, named, else "" (the columns it lacks are exactly the groups after its own)."""
+    newest = max((i for i, group in enumerate(ADDED_COLUMNS) if set(group) & set(header)), default=-1)
+    later = {c for group in ADDED_COLUMNS[newest + 1:] for c in group}
+    lost = [c for c in KEY if c not in header and c not in later]
+    if not lost:
+        return ""
+    one = len(lost) == 1
+    return (f"lacks the setting column{'' if one else 's'} {lost} (every version that wrote its other columns "
+            f"wrote {'it' if one else 'them'}): the value{'' if one else 's'} its rows ran with "
+            f"{'is' if one else 'are'} not known; put the column{'' if one else 's'} back")
 
 
 def prepare_results(path) -> set[tuple[str, ...]]:
@@ -591,9 +636,7 @@ def prepare_results(path) -> set[tuple[str, ...]]:
         data = path.read_bytes()
         lines = _split(data)
         header = _fields(lines[0]) or []
-        problem = _header_problem(header)  # (checked again: the file may have changed since)
-        if problem:
-            raise ValueError(f"{path} is not a deepgp results file: {problem}; use another --results file")
+        _check_header(path, header, extend=True)  # (checked again: the file may have changed since)
         if not data.endswith(b"\n"):
             _append(fd, path, "\n")
             lines = _split(data + b"\n")
