@@ -38,8 +38,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .markdown import markdown_cell
-from .peers import peer_classes
-from .peers.run import DATASETS
+from .peers import DATASETS, peer_classes
 
 DEFAULT_ITERATIONS = 5000  # deepgp's user default (`iterations=5000`): the summary's second comparison
 DRAWS = 2000  # the paper's KDE protocol: the draws of the rows compared

@@ -54,8 +54,8 @@ from deepgp.datasets.uci import TEST_LIMIT
 from deepgp.memory import MemoryBudgetError, require
 from deepgp.storage import check_writable
 
-DATASETS = ("boston", "concrete", "energy", "yacht", "winered", "kin8nm", "power", "naval", "forest", "protein")
-PEERS = ("ngboost", "ensemble", "mdn", "flow", "deepgp")
+from . import DATASETS, PEERS
+
 DEFAULT_OUT = Path("benchmarks/results/peers_quality.jsonl")
 TTQ_POINTS = 2000  # benchmarks/time_to_quality.py's evaluation points: the first 2,000 test points
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
