@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"deepgp": ROOT / "src" / "deepgp", "deepgp_bench": ROOT / "bench" / "src" / "deepgp_bench"}
 # the modules that make up each command line: what nothing below them may import
 COMMAND_LINE = {"deepgp.__main__", "deepgp.cli", "deepgp.commands", "deepgp.arguments",
-                "deepgp_bench.__main__", "deepgp_bench.cli"}
+                "deepgp_bench.__main__", "deepgp_bench.cli", "deepgp_bench.peers.run"}
 
 
 def _modules() -> dict[str, Path]:

@@ -46,6 +46,12 @@ def bad_invocations(tmp):
         (["benchmark", "--datasets", "", "--results", str(tmp / "r.csv")], "--datasets names nothing"),
         (["benchmark", "--datasets", "toya", "--models", " , ", "--results", str(tmp / "r.csv")],
          "--models names nothing"),
+        # an empty item is a slip to report, not an item to drop
+        (["benchmark", "--datasets", "toya,,toyb", "--results", str(tmp / "r.csv")], "--datasets has an empty item"),
+        (["benchmark", "--datasets", "toya", "--models", "GP:vi,", "--results", str(tmp / "r.csv")],
+         "--models has an empty item"),
+        (["benchmark", "--datasets", "toya", "--methods", "vi,,iw", "--results", str(tmp / "r.csv")],
+         "--methods has an empty item"),
     ]
 
 

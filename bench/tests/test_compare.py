@@ -211,10 +211,11 @@ def test_bad_files_are_one_line_errors(files, tmp_path, capsys):
     assert f"--peers {cut}, line 6 is damaged: not a JSON object" in _error(["report", "--peers", str(cut)], capsys)
     bad_curve = write_lines(tmp_path / "bad.jsonl", [peer_row("boston", 0, "mdn", 0.1, 1.0),
                                                      {**deepgp_row("boston", 0, []), "curve": [{"iterations": 0}]}])
-    assert "line 2 is damaged: a point of its curve" in _error(["report", "--peers", str(bad_curve)], capsys)
+    assert "line 2 is damaged: point 1 of its curve: iterations is 0, not an integer >= 1" in _error(
+        ["report", "--peers", str(bad_curve)], capsys)
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_text(curves.read_text().replace('"mixture": 0.6', '"mixture": null'))
-    assert "line 2 is damaged: no mixture log density" in _error(
+    assert "line 2 is damaged: mixture is null, not a finite number" in _error(
         ["report", "--peers", str(peers), "--curves", str(damaged)], capsys)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
@@ -248,3 +249,95 @@ def test_the_options_of_each_report_stay_apart(files, tmp_path, capsys):
     assert "the comparison with the peers takes no results file" in err
     assert "takes no --lr" in _error(["report", "--peers", str(peers), "--lr", "0.1"], capsys)
     assert "--datasets names nothing" in _error(["report", "--peers", str(peers), "--datasets", " , "], capsys)
+
+
+def _damaged(path, rows, expected, capsys, option="--peers", peers=None):
+    """``rows`` written to ``path`` are refused by ``report`` as a damaged file: one line naming ``option``,
+    the file, the line and ``expected``, nothing on standard output."""
+    write_lines(path, rows)
+    argv = ["report", "--peers", str(path)] if option == "--peers" else ["report", "--peers", str(peers), option,
+                                                                         str(path)]
+    err = _error(argv, capsys)
+    assert f"{option} {path}, line {len(rows)} is damaged: {expected}" in err, err
+
+
+def _without(row, field):
+    return {k: v for k, v in row.items() if k != field}
+
+
+GOOD = peer_row("boston", 0, "ensemble", 0.5, 10.0, 2.5)
+
+
+@pytest.mark.parametrize("row, expected", [
+    ({**GOOD, "fit_seconds": -5.0}, "fit_seconds is -5.0, not a finite number >= 0"),
+    ({**GOOD, "fit_cpu_seconds": -0.5}, "fit_cpu_seconds is -0.5, not a finite number >= 0 or null"),
+    ({**GOOD, "fit_seconds": None}, "fit_seconds is null, not a finite number >= 0"),
+    ({**GOOD, "kde": "0.4"}, 'kde is "0.4", not a finite number or null'),
+    ({**GOOD, "log_density_first_2000": float("inf")}, "log_density_first_2000 is Infinity, not a finite number"),
+    ({**GOOD, "key": {**GOOD["key"], "split": -1}}, "its key's split is -1, not an integer >= 0"),
+    ({**GOOD, "key": {**GOOD["key"], "draws": 0}}, "its key's draws is 0, not an integer >= 1"),
+    ({**GOOD, "key": {**GOOD["key"], "split": 0.5}}, "its key's split is 0.5, not an integer >= 0"),
+    # a field the report reads, missing: as damaged as a NaN in it
+    (_without(GOOD, "log_density"), "no log_density"),
+    (_without(GOOD, "kde"), "no kde"),
+    (_without(GOOD, "fit_seconds"), "no fit_seconds"),
+    (_without(GOOD, "fit_cpu_seconds"), "no fit_cpu_seconds"),
+    # deepgp's curve: one training run, whose iterations rise and whose seconds never fall
+    (deepgp_row("boston", 0, [(1000, 30.0, 0.4), (1000, 40.0, 0.5)]),
+     "point 2 of its curve: iterations 1000 after 1000"),
+    (deepgp_row("boston", 0, [(1000, 30.0, 0.4), (2000, 20.0, 0.5)]), "point 2 of its curve: seconds 20.0 after 30.0"),
+    (deepgp_row("boston", 0, [(1000, -1.0, 0.4)]), "point 1 of its curve: seconds is -1.0, not a finite number >= 0"),
+    ({**GOOD, "key": GOOD["key"] | {"peer": "deepgp"}, "curve": [{"iterations": 1000, "seconds": 1.0, "kde": 0.1}]},
+     "point 1 of its curve: no log_density"),
+])
+def test_a_peers_line_outside_the_domain_of_a_field_the_report_reads_is_damaged(tmp_path, capsys, row, expected):
+    """A negative fit time was averaged into the table (19 s shown as 8.8), and a later line of a fit without
+    its log density replaced a good one (the split left the table): each is a damaged line, as a NaN is."""
+    _damaged(tmp_path / "p.jsonl", [GOOD, row], expected, capsys)
+
+
+@pytest.mark.parametrize("change, expected", [
+    (dict(seconds=-2.0), "seconds is -2.0, not a finite number >= 0"),
+    (dict(iterations=0), "iterations is 0, not an integer >= 1"),
+    (dict(iterations=1000.5), "iterations is 1000.5, not an integer >= 1"),
+    (dict(kde="x"), 'kde is "x", not a finite number or null'),
+    (dict(key={**snapshot("boston", 0, 1, 1, 1)["key"], "points": 0}), "its key's points is 0, not an integer >= 1"),
+    (dict(key={**snapshot("boston", 0, 1, 1, 1)["key"], "split": -3}), "its key's split is -3, not an integer >= 0"),
+])
+def test_a_curves_line_outside_the_domain_of_a_field_the_report_reads_is_damaged(files, tmp_path, capsys, change,
+                                                                                  expected):
+    peers, _ = files
+    rows = [snapshot("boston", 0, 1000, 20.0, 0.1), {**snapshot("boston", 0, 2000, 40.0, 0.6), **change}]
+    _damaged(tmp_path / "c.jsonl", rows, expected, capsys, option="--curves", peers=peers)
+
+
+def test_the_curves_of_separate_runs_may_have_falling_seconds(files, tmp_path):
+    """Snapshots of one key in time_to_quality.py's file come from separate runs of the script (a later line
+    replaces an earlier one), so a later snapshot may have fewer seconds: read as written."""
+    peers, _ = files
+    curves = write_lines(tmp_path / "c.jsonl", [snapshot("boston", 0, 1000, 60.0, 0.1),
+                                               snapshot("boston", 0, 2000, 40.0, 0.6)])
+    assert [s.seconds for s in compare.read_curves(curves)[("boston", 0)].snapshots] == [60.0, 40.0]
+
+
+def test_a_null_log_density_is_a_fit_left_out_not_a_damaged_line(tmp_path):
+    """The run writes a non-finite mean as null: a row to name as not compared, unlike a missing field."""
+    rows = compare.read_peers(write_lines(tmp_path / "p.jsonl", [GOOD, peer_row("boston", 0, "mdn", None, 5.0)]))
+    assert rows.fits[("boston", 0)]["mdn"]["log_density"] is None
+
+
+def test_the_report_is_written_only_to_a_markdown_file(files, tmp_path, capsys):
+    """``--out o.json`` or ``o.csv`` was given Markdown: refused, nothing written; ``.md`` is written."""
+    peers, curves = files
+    base = ["report", "--peers", str(peers), "--curves", str(curves)]
+    for name in ("o.json", "o.csv", "o"):
+        assert "--out: the report is Markdown: give a file ending in .md" in _error(
+            [*base, "--out", str(tmp_path / name)], capsys)
+        assert not (tmp_path / name).exists()
+    assert main([*base, "--out", str(tmp_path / "o.MD")]) == 0 and (tmp_path / "o.MD").read_text().startswith("# ")
+
+
+def test_an_empty_item_in_the_datasets_shown_is_refused(files, capsys):
+    peers, curves = files
+    err = _error(["report", "--peers", str(peers), "--curves", str(curves), "--datasets", "boston,,concrete"], capsys)
+    assert "--datasets has an empty item (got 'boston,,concrete')" in err

@@ -156,6 +156,16 @@ def test_unknown_setting_is_refused():
         make_peer("gp")
 
 
+def test_a_setting_is_checked_against_its_default_kind():
+    """A width, count or rate its peer cannot take failed only inside each fit: refused when the peer is made."""
+    assert make_peer("mdn", hidden=[16, 16], lr=1, activation="relu").settings["hidden"] == [16, 16]
+    for setting, says in ((dict(hidden=(16, 0)), "hidden must be integers >= 1"), (dict(lr=float("inf")), "lr must"),
+                          (dict(max_epochs=True), "max_epochs must be an integer >= 1"),
+                          (dict(components=2.0), "components must be an integer >= 1")):
+        with pytest.raises(ValueError, match=says):
+            make_peer("mdn", **setting)
+
+
 # -- the runner -------------------------------------------------------------------------------------------
 @pytest.fixture
 def data_dir(tmp_path):
@@ -198,6 +208,76 @@ def test_runner_refuses_bad_arguments(data_dir, tmp_path, capsys):
 
     assert main(["--datasets", "missing", "--data-dir", str(data_dir), "--out", str(tmp_path / "r.jsonl")]) == 2
     assert not (tmp_path / "rows.jsonl").exists()
+
+
+BAD_ARGUMENTS = [
+    (["--datasets", ""], "--datasets names nothing"),
+    (["--datasets", "y/a"], "--datasets: a data set's name is a letter or digit"),
+    (["--datasets", "toy,,toy"], "--datasets has an empty item"),
+    (["--datasets", "toy,"], "--datasets has an empty item"),
+    (["--peers", "mdn,,flow"], "--peers has an empty item"),
+    (["--peers", ""], "--peers names nothing"),
+    (["--splits", "0,,1"], "--splits has an empty item"),
+    (["--splits", "0-99999999999"], "--splits: splits must be integers in [0, 4294967295]"),
+    (["--set", "mdn.hidden=abc"], "--set: mdn: hidden must be integers >= 1 like [50, 50], got 'abc'"),
+    (["--set", "mdn.lr=NaN"], "--set: mdn: lr must be a finite number > 0, got nan"),
+    (["--set", "mdn.lr=-1"], "--set: mdn: lr must be a finite number > 0, got -1"),
+    (["--set", "mdn.components=1e400"], "--set: mdn: components must be an integer >= 1, got inf"),
+    (["--set", "mdn.activation=relu2"], "--set: mdn: activation must be one of relu, tanh"),
+    (["--draws", "1"], "argument --draws: must be an integer >= 2"),
+    (["--draws", "x"], "argument --draws: must be an integer >= 2"),
+    (["--threads", "0"], "argument --threads: must be an integer >= 1"),
+    (["--threads", str(10**8)], "--threads must be at most the"),
+    (["--part", "train"], "argument --part: invalid choice"),
+]
+
+
+@pytest.mark.parametrize("extra, says", BAD_ARGUMENTS, ids=[" ".join(e) for e, _ in BAD_ARGUMENTS])
+def test_every_bad_argument_is_one_line_and_exit_2_before_any_fit(data_dir, tmp_path, capsys, extra, says):
+    """Each of these ended in a traceback (a data set's name, no data set at all), trained without an empty
+    item, or failed in every fit (a setting its peer cannot take) or crashed (a thread count): each is
+    refused by name before any fit, on one line, with exit status 2."""
+    out = tmp_path / "rows.jsonl"
+    capsys.readouterr()
+    try:
+        code = _run(data_dir, out, *extra)
+    except SystemExit as exit_:  # argparse's own errors
+        code = exit_.code
+    std, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and says in err and std == "", (extra, err)
+    assert not out.exists()
+
+
+def test_bad_folders_and_files_are_one_line_and_exit_2(data_dir, tmp_path, capsys):
+    from deepgp.datasets.uci import write_uci
+    from deepgp_bench.peers.run import main
+
+    (data_dir / "empty.csv.gz").write_bytes(b"\x1f\x8bnot gzip")
+    write_uci(data_dir / "tiny.csv.gz", np.zeros((0, 3)))
+    out = tmp_path / "rows.jsonl"
+    for extra, says in ((["--data-dir", str(tmp_path / "none")], "--data-dir"),
+                        (["--data-dir", str(data_dir / "toy.csv.gz")], "--data-dir"),
+                        (["--datasets", "empty"], f"--datasets: cannot read {data_dir / 'empty.csv.gz'}"),
+                        (["--datasets", "tiny"], f"--datasets: cannot read {data_dir / 'tiny.csv.gz'}: 0 rows"),
+                        (["--table", "--out", str(tmp_path)], "--out"),
+                        (["--table", "--out", str(tmp_path / "none.jsonl")], "no such file")):
+        capsys.readouterr()
+        argv = ["--datasets", "toy", "--peers", "mdn", "--data-dir", str(data_dir), "--out", str(out), *extra]
+        assert main(argv) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and says in err, (extra, err)
+    assert not out.exists()
+
+
+def test_a_line_of_the_results_that_is_not_utf8_is_damaged(tmp_path):
+    from deepgp_bench.peers.run import read_rows
+
+    path = tmp_path / "rows.jsonl"
+    good = json.dumps({"key": {"dataset": "toy", "split": 0, "peer": "mdn", "settings": {}, "part": "test",
+                               "draws": 50}})
+    path.write_bytes(good.encode() + b"\n" + b'{"key": "\xff"}\n' + b"[" * 100_000 + b"\n")
+    rows, damaged = read_rows(path)
+    assert len(rows) == 1 and damaged == [2, 3]
 
 
 def test_an_out_file_in_a_missing_folder_is_refused_before_any_fit(data_dir, tmp_path, capsys):

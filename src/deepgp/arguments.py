@@ -105,6 +105,17 @@ def positive_ints(text: str, like: str = "") -> tuple[int, ...]:
     return values
 
 
+def comma_items(text: str, option: str) -> list[str]:
+    """The comma-separated items of ``text``, each stripped: a ValueError naming ``option`` if it names
+    nothing or one item is empty ("a,,b", "a,"), which is a slip to report, not an item to drop."""
+    items = [item.strip() for item in str(text).split(",")]
+    if not any(items):
+        raise ValueError(f"{option} names nothing (got {text!r})")
+    if not all(items):
+        raise ValueError(f"{option} has an empty item (got {text!r})")
+    return items
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Help that ends with each option's default, except where the default is None (a value resolved
     elsewhere, which the help names) or where the help already states it."""

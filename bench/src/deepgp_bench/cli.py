@@ -11,9 +11,10 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from deepgp import cli
-from deepgp.arguments import Parser, add_settings, positive_int, positive_ints
+from deepgp.arguments import Parser, add_settings, comma_items, positive_int, positive_ints
 from deepgp.config import RECIPE_ITERATIONS, ModelConfig, TrainConfig, settings_of
 from deepgp.datasets.uci import find_uci, list_uci, search_dirs
 from deepgp.plotting import check_figure_path, save_figure
@@ -118,7 +119,7 @@ def register_report(sub) -> None:
                    "of ours beside it")
     r.add_argument("--metric", default="test_loglik_kde", choices=METRICS,
                    help="column to compare (default: the paper's KDE protocol)")
-    r.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
+    r.add_argument("--out", default=None, metavar="FILE.md", help="write the Markdown here (default: stdout)")
     r.add_argument("--figure", default=None, metavar="FILE.png",
                    help="also draw ours − the paper per data set, one panel per column (needs --paper); with --peers, "
                    "the test log density against wall seconds per data set (.png or .pdf)")
@@ -201,11 +202,8 @@ def _run_benchmark(args) -> int:
     above = [s for s in args.snapshots if s >= iterations]
     if above:  # here, not in argparse: the default --iterations is the recipe's
         raise ValueError(f"--snapshots must be below --iterations ({iterations}), got {','.join(map(str, above))}")
-    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    for option, names in (("--datasets", datasets), ("--models", args.models.split(",")),
-                          ("--methods", args.methods.split(","))):
-        if not any(str(n).strip() for n in names):
-            raise ValueError(f"{option} names nothing (got {getattr(args, option[2:])!r})")
+    datasets = comma_items(args.datasets, "--datasets")
+    models, methods = comma_items(args.models, "--models"), comma_items(args.methods, "--methods")
     if datasets == ["all"]:
         datasets = sorted(list_uci(args.data_dir), key=lambda d: find_uci(d, args.data_dir).stat().st_size)
         if not datasets:
@@ -213,8 +211,7 @@ def _run_benchmark(args) -> int:
             raise FileNotFoundError(f"--datasets all: no NAME.csv.gz in {folders}")
     for d in datasets:
         find_uci(d, args.data_dir)  # fail now, with where it looked, not inside a worker later
-    pairs = model_methods([m.strip() for m in args.models.split(",") if m.strip()],
-                          [m.strip() for m in args.methods.split(",") if m.strip()])
+    pairs = model_methods(models, methods)
     settings = {**settings_of(BenchmarkConfig, vars(args)), **settings_of(ModelConfig, vars(args)),
                 **settings_of(TrainConfig, vars(args)), **settings_of(SGHMCConfig, vars(args))}
     del settings["iterations"]
@@ -245,6 +242,8 @@ def _check_outputs(args, inputs: list) -> None:
     if args.figure is not None:
         check_figure_path(args.figure)
         check_output(args.figure, "the figure", inputs, [("the report", args.out)])
+    if args.out is not None and Path(args.out).suffix.lower() != ".md":  # (a .json or .csv would hold Markdown)
+        raise ValueError(f"--out: the report is Markdown: give a file ending in .md, got {Path(args.out).name!r}")
 
 
 def _write(args, text: str, figure) -> int:
@@ -295,9 +294,7 @@ def _compare(args) -> int:
                          "results CSV does)")
     datasets = None
     if args.datasets is not None:
-        datasets = list(dict.fromkeys(d.strip() for d in args.datasets.split(",") if d.strip()))
-        if not datasets:
-            raise ValueError(f"--datasets names nothing (got {args.datasets!r})")
+        datasets = list(dict.fromkeys(comma_items(args.datasets, "--datasets")))
     for option, path in (("--peers", args.peers), ("--curves", args.curves)):
         if path is not None:
             _input_file(path, option)

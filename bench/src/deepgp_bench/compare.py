@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
@@ -37,17 +38,24 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .markdown import markdown_cell
-from .peers import peer_classes
-from .peers.run import DATASETS
+from .peers import DATASETS, peer_classes
 
 DEFAULT_ITERATIONS = 5000  # deepgp's user default (`iterations=5000`): the summary's second comparison
 DRAWS = 2000  # the paper's KDE protocol: the draws of the rows compared
 MODEL = dict(system="deepgp", model="LV-GP-GP", method="iw", recipe="fast", overrides={}, part="test")
 DEEPGP = "deepgp"  # the ``peer`` of a deepgp fit in the peers' file
-# the fields of a time_to_quality.py record's key and their types (its KEY_FIELDS)
-_CURVE_KEY = dict(system=str, dataset=str, model=str, method=str, split=int, part=str, recipe=str, overrides=dict,
-                  points=int, draws=int)
-_PEER_KEY = dict(dataset=str, split=int, peer=str, settings=dict, part=str, draws=int)
+# the fields of a time_to_quality.py record's key and their types or domains (its KEY_FIELDS)
+_CURVE_KEY = dict(system=str, dataset=str, model=str, method=str, split="index", part=str, recipe=str, overrides=dict,
+                  points="count", draws="count")
+_PEER_KEY = dict(dataset=str, split="index", peer=str, settings=dict, part=str, draws="count")
+# the fields the report reads of a peer's row, of a point of a deepgp row's curve and of a time_to_quality.py
+# record, with their domains: null where the writer writes a non-finite mean (or an unrecorded time) as null
+_PEER_FIELDS = dict(log_density="log density or null", kde="log density or null", fit_seconds="seconds",
+                    fit_cpu_seconds="seconds or null")
+_POINT_FIELDS = dict(iterations="count", seconds="seconds", log_density="log density", kde="log density or null")
+_SNAPSHOT_FIELDS = dict(iterations="count", seconds="seconds")
+_MODEL_FIELDS = dict(mixture="log density", kde="log density or null")
+_FIRST = re.compile(r"(log_density|kde)_first_\d+")  # a peer's means over the first test points
 
 
 @dataclass(frozen=True)
@@ -143,9 +151,48 @@ def _number(value) -> bool:
     return (_is(value, int) or _is(value, float)) and math.isfinite(value)
 
 
-def _keyed(rec, fields: dict) -> bool:
-    key = rec.get("key") if isinstance(rec, dict) else None
-    return isinstance(key, dict) and all(_is(key.get(f), t) for f, t in fields.items())
+# a domain's test and its words
+_DOMAINS = {
+    "count": (lambda v: _is(v, int) and v >= 1, "an integer >= 1"),
+    "index": (lambda v: _is(v, int) and v >= 0, "an integer >= 0"),
+    "seconds": (lambda v: _number(v) and v >= 0, "a finite number >= 0"),
+    "log density": (_number, "a finite number"),
+}
+
+
+def _fields_problem(rec: dict, fields: dict, where: str = "") -> str:
+    """Why one of ``fields`` ({name: domain, or a type}) of ``rec`` is missing or outside its domain ("" if
+    none is); ``where`` begins the reason."""
+    for name, domain in fields.items():
+        if name not in rec:
+            return f"{where}no {name}"
+        value = rec[name]
+        if isinstance(domain, type):
+            if not _is(value, domain):
+                return f"{where}{name} is {_shown(value)}, not a {'JSON object' if domain is dict else 'text'}"
+            continue
+        kind = domain.removesuffix(" or null")
+        if value is None and kind != domain:
+            continue
+        test, words = _DOMAINS[kind]
+        if not test(value):
+            return f"{where}{name} is {_shown(value)}, not {words}{' or null' if kind != domain else ''}"
+    return ""
+
+
+def _shown(value) -> str:
+    try:
+        text = json.dumps(value)
+    except ValueError:  # (NaN and infinity, which json.loads reads)
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _key_problem(rec: dict, fields: dict) -> str:
+    key = rec.get("key")
+    if not isinstance(key, dict):
+        return "no key"
+    return _fields_problem(key, fields, "its key's ")
 
 
 def _json_lines(path, option: str, kind: str, valid) -> Iterator[tuple[int, dict]]:
@@ -174,31 +221,37 @@ def _json_lines(path, option: str, kind: str, valid) -> Iterator[tuple[int, dict
 
 
 def _peer_row_problem(rec: dict) -> str:
-    if not _keyed(rec, _PEER_KEY):
-        return "its key lacks one of " + ", ".join(_PEER_KEY)
+    problem = _key_problem(rec, _PEER_KEY)
+    if problem:
+        return problem
     if rec["key"]["peer"] == DEEPGP:
         curve = rec.get("curve")
         if not isinstance(curve, list) or not curve:
             return "a deepgp row without its curve"
-        for point in curve:
-            if not isinstance(point, dict) or not _is(point.get("iterations"), int) or point["iterations"] < 1 \
-                    or not _number(point.get("seconds")) or not _number(point.get("log_density")) \
-                    or not (point.get("kde") is None or _number(point["kde"])):
-                return f"a point of its curve is not {{iterations, seconds, log_density, kde}}: {point!r}"[:200]
+        for n, point in enumerate(curve):
+            where = f"point {n + 1} of its curve: "
+            if not isinstance(point, dict):
+                return f"{where}not a JSON object"
+            problem = _fields_problem(point, _POINT_FIELDS, where)
+            if problem:
+                return problem
+            # one training run: its iterations increase, and its training seconds never fall
+            if n and point["iterations"] <= curve[n - 1]["iterations"]:
+                return f"{where}iterations {point['iterations']} after {curve[n - 1]['iterations']}"
+            if n and point["seconds"] < curve[n - 1]["seconds"]:
+                return f"{where}seconds {point['seconds']} after {curve[n - 1]['seconds']}"
         return ""
-    if not (rec.get("log_density") is None or _number(rec["log_density"])) or not _number(rec.get("fit_seconds")):
-        return "no log_density or fit_seconds"
-    return ""
+    first = {name: "log density or null" for name in rec if _FIRST.fullmatch(name)}
+    return _fields_problem(rec, {**_PEER_FIELDS, **first})
 
 
 def _curve_problem(rec: dict) -> str:
-    if not _keyed(rec, _CURVE_KEY):
-        return "its key lacks one of " + ", ".join(_CURVE_KEY)
-    if not _is(rec.get("iterations"), int) or rec["iterations"] < 1 or not _number(rec.get("seconds")):
-        return "no iterations or seconds"
-    if _is_model(rec["key"]) and not (_number(rec.get("mixture")) and (rec.get("kde") is None or _number(rec["kde"]))):
-        return "no mixture log density"
-    return ""
+    # (each record alone: a key's snapshots may come from different runs of the script, so their seconds
+    # are not asked to rise)
+    problem = _key_problem(rec, _CURVE_KEY) or _fields_problem(rec, _SNAPSHOT_FIELDS)
+    if problem or not _is_model(rec["key"]):
+        return problem
+    return _fields_problem(rec, _MODEL_FIELDS)
 
 
 def _is_model(key: dict) -> bool:

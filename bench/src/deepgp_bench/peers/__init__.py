@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from .base import Peer
 
+# the data sets and the peers of a run by default (python -m deepgp_bench.peers.run), in the tables' order
+DATASETS = ("boston", "concrete", "energy", "yacht", "winered", "kin8nm", "power", "naval", "forest", "protein")
+PEERS = ("ngboost", "ensemble", "mdn", "flow", "deepgp")
+
 
 def peer_classes() -> dict[str, type[Peer]]:
     """{name: class} of every peer (imported here, so that ``import deepgp_bench.peers`` needs neither

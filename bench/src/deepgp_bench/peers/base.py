@@ -43,6 +43,31 @@ def member_seed(seed: int, member: int, stream: int) -> int:
     return int(np.random.SeedSequence([seed, member, stream]).generate_state(1)[0])
 
 
+ACTIVATIONS = ("relu", "tanh")  # (:func:`mlp`'s)
+
+
+def setting_problem(value, default) -> str:
+    """What ``value`` must be to stand for a setting whose default is ``default`` ("" if it is): every count,
+    width and step of the peers is positive, so an integer default takes an integer >= 1, a float a finite
+    number > 0, a tuple of integers integers >= 1, an activation one of :data:`ACTIVATIONS`."""
+    def count(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    if isinstance(default, bool):
+        return "" if isinstance(value, bool) else "true or false"
+    if isinstance(default, int):
+        return "" if count(value) else "an integer >= 1"
+    if isinstance(default, float):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return "" if number and math.isfinite(value) and value > 0 else "a finite number > 0"
+    if isinstance(default, tuple):
+        widths = isinstance(value, (tuple, list)) and value and all(map(count, value))
+        return "" if widths else "integers >= 1 like [50, 50]"
+    if default in ACTIVATIONS:
+        return "" if value in ACTIVATIONS else f"one of {', '.join(ACTIVATIONS)}"
+    return "" if isinstance(value, type(default)) else f"a {type(default).__name__}"
+
+
 class Peer:
     """A conditional density estimator p(y | x): ``fit``, then ``log_density`` and ``sample``.
 
@@ -64,6 +89,10 @@ class Peer:
         unknown = sorted(set(settings) - set(self.DEFAULTS))
         if unknown:
             raise ValueError(f"{self.name}: unknown setting(s) {unknown}; its settings are {sorted(self.DEFAULTS)}")
+        for name, value in settings.items():
+            problem = setting_problem(value, self.DEFAULTS[name])
+            if problem:
+                raise ValueError(f"{self.name}: {name} must be {problem}, got {value!r}")
         self.settings = {**self.DEFAULTS, **settings}
         self.fit_info: dict = {}
 

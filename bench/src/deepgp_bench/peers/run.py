@@ -43,17 +43,19 @@ import platform
 import re
 import sys
 import time
+import warnings
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
 
+from deepgp.arguments import Parser, at_least, comma_items, positive_int
 from deepgp.datasets.uci import TEST_LIMIT
 from deepgp.memory import MemoryBudgetError, require
 from deepgp.storage import check_writable
 
-DATASETS = ("boston", "concrete", "energy", "yacht", "winered", "kin8nm", "power", "naval", "forest", "protein")
-PEERS = ("ngboost", "ensemble", "mdn", "flow", "deepgp")
+from . import DATASETS, PEERS
+
 DEFAULT_OUT = Path("benchmarks/results/peers_quality.jsonl")
 TTQ_POINTS = 2000  # benchmarks/time_to_quality.py's evaluation points: the first 2,000 test points
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -75,13 +77,13 @@ def read_rows(path: Path) -> tuple[list[dict], list[int]]:
     rows, damaged = [], []
     if not path.exists():
         return rows, damaged
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):
         if not line.strip():
             continue
-        try:
+        try:  # (a line that is not UTF-8 is a ValueError too: damaged, as a line cut short)
             row = json.loads(line)
             row_key(row)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             damaged.append(number)
             continue
         rows.append(row)
@@ -382,25 +384,31 @@ def parse_value(text: str):
 
 
 def parse_splits(text: str) -> list[int]:
-    out: set[int] = set()
-    for part in text.split(","):
-        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
-        if not match or (match[2] and int(match[2]) < int(match[1])):
-            raise UsageError(f"--splits must be like '0-2' or '0,2', got {text!r}")
-        out.update(range(int(match[1]), int(match[2] or match[1]) + 1))
-    return sorted(out)
+    """"0-2" → [0, 1, 2], "0,2" → [0, 2] (the runner's splits, without an empty item); a UsageError otherwise."""
+    from ..runner import parse_splits as splits
+
+    try:
+        comma_items(text, "--splits")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    try:
+        return splits(text)
+    except ValueError as err:
+        raise UsageError(f"--splits: {err}") from None
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m deepgp_bench.peers.run", description=__doc__.splitlines()[0])
+    """The command line, every value checked before any fit: a bad one is a UsageError naming its option."""
+    p = Parser(prog="python -m deepgp_bench.peers.run", description=__doc__.splitlines()[0])
     p.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated UCI names (run smallest first)")
     p.add_argument("--splits", default="0-2")
     p.add_argument("--peers", default=",".join(PEERS))
     p.add_argument("--set", action="append", default=[], metavar="PEER.NAME=VALUE",
                    help="a setting over the peer's default")
     p.add_argument("--part", choices=("test", "validation"), default="test")
-    p.add_argument("--draws", type=int, default=2000, help="predictive draws per point for the KDE and the CRPS")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--draws", type=at_least(2), default=2000,
+                   help="predictive draws per point for the KDE and the CRPS")
+    p.add_argument("--threads", type=positive_int, default=1, help="at most the machine's cores")
     p.add_argument("--data-dir", default=None, help="folder of NAME.csv.gz (default: $DEEPGP_DATA, then the cache)")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--table", action="store_true",
@@ -410,14 +418,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     from . import make_peer, peer_classes
 
-    args.dataset_list = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    args.peer_list = [q.strip() for q in args.peers.split(",") if q.strip()]
+    try:
+        args.dataset_list = list(dict.fromkeys(comma_items(args.datasets, "--datasets")))
+        args.peer_list = list(dict.fromkeys(comma_items(args.peers, "--peers")))
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     args.split_list = parse_splits(args.splits)
     unknown = sorted(set(args.peer_list) - set(peer_classes()))
-    if unknown or not args.peer_list:
+    if unknown:
         raise UsageError(f"--peers: unknown {unknown}; the peers are {', '.join(PEERS)}")
-    if args.draws < 2 or args.threads < 1:
-        raise UsageError(f"--draws must be >= 2 and --threads >= 1, got {args.draws} and {args.threads}")
+    cores = os.cpu_count() or 1
+    if args.threads > cores:  # (far more threads than cores crashes OpenMP, and never speeds a fit)
+        raise UsageError(f"--threads must be at most the {cores} cores of this machine, got {args.threads}")
     args.settings = {q: {} for q in args.peer_list}
     for item in args.set:
         match = re.fullmatch(r"(\w+)\.(\w+)=(.+)", item)
@@ -429,18 +441,24 @@ def parse_args(argv=None) -> argparse.Namespace:
             make_peer(q, **settings)
         except ValueError as err:
             raise UsageError(f"--set: {err}") from None
+    if args.table:  # (a table only reads --out)
+        if not Path(args.out).is_file():
+            raise UsageError(f"--out {args.out}: no such file" if not Path(args.out).exists() else
+                             f"--out {args.out} is not a file")
+        return args
+    if args.data_dir is not None and not Path(args.data_dir).is_dir():  # (not $DEEPGP_DATA in its place)
+        raise UsageError(f"--data-dir {args.data_dir!r} is not a folder")
     from deepgp.datasets.uci import find_uci
 
     for d in args.dataset_list:
         try:
             find_uci(d, args.data_dir)
-        except FileNotFoundError as err:
+        except (ValueError, FileNotFoundError) as err:
             raise UsageError(f"--datasets: {str(err).splitlines()[0]}") from None
-    if not args.table:  # (a table only reads --out)
-        try:
-            check_writable(args.out, "--out")
-        except ValueError as err:
-            raise UsageError(str(err)) from None
+    try:
+        check_writable(args.out, "--out")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     return args
 
 
@@ -456,13 +474,25 @@ def main(argv=None) -> int:
         print(test_table(rows, args.metric, args.draws) if args.part == "test" else screen_table(rows, args.metric))
         return 0
     from deepgp.datasets import load_split, load_uci
+    from deepgp.datasets.uci import find_uci
 
     threads = thread_limits(args.threads)
     rows, damaged = read_rows(out)
     if damaged:
         print(f"{out}: ignoring damaged line(s) {damaged[:10]} (their fits run again)", flush=True)
     done = {row_key(r) for r in rows}
-    sizes = {d: len(load_uci(d, args.data_dir)[0]) for d in args.dataset_list}
+    sizes = {}
+    for d in args.dataset_list:
+        try:
+            with warnings.catch_warnings():  # (numpy's warning of an empty file: the error below says it)
+                warnings.simplefilter("ignore", UserWarning)
+                sizes[d] = len(load_uci(d, args.data_dir)[0])
+            if sizes[d] < 10:  # (too few rows for a 90/10 split with a test point)
+                raise ValueError(f"{sizes[d]} rows")
+        except (ValueError, OSError) as err:  # (a damaged NAME.csv.gz: once, before any fit, not in each fit)
+            print(f"error: --datasets: cannot read {find_uci(d, args.data_dir)}: {' '.join(str(err).split())}",
+                  file=sys.stderr)
+            return 2
     order = sorted(args.dataset_list, key=lambda d: sizes[d])  # smallest first
     try:  # before any fit: the draws of the largest part scored
         check_draws(max(sizes.values()), args.draws)
