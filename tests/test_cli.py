@@ -218,6 +218,25 @@ def test_fit_replaces_a_model_file_or_an_empty_file(data, tmp_path, capsys):
         assert DeepGPRegressor.load(out).columns_["target"] == "y"
 
 
+def test_plot_replaces_only_a_figure(data, tmp_path, capsys):
+    """``deepgp plot ... --out X`` where X is a model or a data CSV: one line naming X, exit 2, before any
+    drawing, and X as it was; a figure there (PNG or PDF, by its first bytes) or an empty file is replaced."""
+    d, train, test, model = data
+    for name, content in (("m.png", model.read_bytes()), ("d.pdf", test.read_bytes())):
+        out = tmp_path / name
+        out.write_bytes(content)
+        for argv in (["plot", "prior", "--models", "GP", "--draws", "1"],
+                     ["plot", "marginals", str(model), "--data", str(test), "--points", "2", "--samples", "20"]):
+            capsys.readouterr()
+            assert main([*argv, "--out", str(out)]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and f"cannot write the figure to {out}: the file there is not a figure" in err
+            assert out.read_bytes() == content
+        out.write_bytes(b"")
+        assert main(["plot", "prior", "--models", "GP", "--draws", "1", "--out", str(out)]) == 0
+        assert main(["plot", "prior", "--models", "GP", "--draws", "1", "--out", str(out)]) == 0  # its own figure
+
+
 @pytest.mark.parametrize("there", ["model", "results", "data", "text"])
 def test_predict_replaces_only_a_predictions_file(data, tmp_path, capsys, monkeypatch, there):
     """``deepgp predict M D --out X`` where X is a model, a results file, a data CSV: one line naming X, exit 2,

@@ -134,6 +134,21 @@ def test_tutorial_runs_as_written(tmp_path, monkeypatch, capsys):
     assert namespace["x"].shape == (QUICK.num_train, 1)
 
 
+def test_files_of_another_kind_where_the_demo_writes_are_kept(monkeypatch, tmp_path):
+    """A data CSV where demo.png goes, or a JSON file that is not the demo's scores where scores.json goes,
+    is refused before any model is fitted and left as it was; the demo's own files are replaced."""
+    fitted = []
+    monkeypatch.setattr(deepgp.demo, "DeepGPRegressor", lambda **kwargs: fitted.append(kwargs))
+    config = replace(QUICK, num_train=50, num_test=10, iterations=2)
+    for name, content, message in [("demo.png", b"x,y\n1,2\n", "the figure .* is not a figure"),
+                                   ("scores.json", b'{"hi": 1}', "the scores .* is not the scores of deepgp demo")]:
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=message):
+            run_demo(out=tmp_path, models=("GP",), config=config, progress=False)
+        assert fitted == [] and (tmp_path / name).read_bytes() == content
+        (tmp_path / name).unlink()
+
+
 def test_an_output_it_cannot_write_stops_the_demo_before_training(monkeypatch, tmp_path):
     """A folder where the scores go, or a read-only figure, is refused before any model is fitted, and
     the old figure is kept."""
@@ -142,15 +157,16 @@ def test_an_output_it_cannot_write_stops_the_demo_before_training(monkeypatch, t
     fitted = []
     monkeypatch.setattr(deepgp.demo, "DeepGPRegressor", lambda **kwargs: fitted.append(kwargs))
     config = replace(QUICK, num_train=50, num_test=10, iterations=2)
-    (tmp_path / "demo.png").write_bytes(b"the old figure")
+    old = b"\x89PNG\r\n\x1a\nthe old figure"  # (a PNG's first bytes: a figure, which the demo may replace)
+    (tmp_path / "demo.png").write_bytes(old)
     (tmp_path / "scores.json").mkdir()
     with pytest.raises(ValueError, match="the scores .*folder"):
         run_demo(out=tmp_path, models=("GP",), config=config, progress=False)
-    assert fitted == [] and (tmp_path / "demo.png").read_bytes() == b"the old figure"
+    assert fitted == [] and (tmp_path / "demo.png").read_bytes() == old
     (tmp_path / "scores.json").rmdir()
     (tmp_path / "demo.png").chmod(0o444)
     if os.access(tmp_path / "demo.png", os.W_OK):
         pytest.skip("this user may write read-only files (root)")
     with pytest.raises(ValueError, match="the figure .*read-only"):
         run_demo(out=tmp_path, models=("GP",), config=config, progress=False)
-    assert fitted == [] and (tmp_path / "demo.png").read_bytes() == b"the old figure"
+    assert fitted == [] and (tmp_path / "demo.png").read_bytes() == old

@@ -162,6 +162,9 @@ def test_a_reloaded_estimator_checks_dataframe_columns_as_the_fitted_one(tmp_pat
     for est in (reg, loaded):  # columns in another order: refused before and after saving, not silently wrong
         with pytest.raises(ValueError, match="feature names"):
             est.predict(X[["b", "a"]])
+    twice = pd.concat([X["a"], X["a"] * 2, X["b"]], axis=1)  # columns a, a, b: which a is which?
+    with pytest.raises(ValueError, match=r"X names the column\(s\) \['a'\] more than once"):
+        tiny(model="GP", method="vi").fit(twice, X["b"])
 
 
 def test_a_failed_save_keeps_the_estimator_that_was_there(fitted, tmp_path):

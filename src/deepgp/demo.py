@@ -19,13 +19,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import kinds
 from .config import RECIPE_ITERATIONS, RECIPE_VALUES
 from .datasets.letters import letters_log_density, load_letters
 from .estimator import DeepGPRegressor
 from .outputs import json_text
 from .plotting import posterior_figure, save_figure
 from .preprocessing import Standardizer
-from .storage import check_writable, write_bytes
+from .storage import check_output, check_writable, write_bytes
 
 log = logging.getLogger(__name__)
 MODELS = {"GP": "vi", "GP-GP": "vi", "LV-GP": "iw", "LV-GP-GP": "iw"}
@@ -131,8 +132,9 @@ def _check_folder(out) -> Path:
         return out
     if not out.is_dir():
         raise ValueError(f"cannot write the demo to {out}: it is not a folder")
-    for name, what in (("demo.png", "the figure"), ("scores.json", "the scores")):
-        check_writable(out / name, what)
+    for name, what, kind in (("demo.png", "the figure", kinds.FIGURE),
+                             ("scores.json", "the scores", kinds.DEMO_SCORES)):
+        check_output(out / name, what, kind=kind)  # (a file of another kind there is never replaced)
     return out
 
 

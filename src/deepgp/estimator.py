@@ -152,6 +152,10 @@ class DeepGPRegressor(RegressorMixin, BaseEstimator):
         for name, value in (("X", X), ("y", y)):  # scikit-learn's own message does not say which
             if _is_complex(value):
                 raise ValueError(f"{name}: Complex data not supported; the inputs and targets must be real numbers")
+        names = [str(c) for c in getattr(X, "columns", ())]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # (two columns of one name: a prediction could not tell which is which)
+            raise ValueError(f"X names the column(s) {twice} more than once; give each input its own name")
         X, y = _validate(self, "X and y", X, y, multi_output=True, y_numeric=True, ensure_min_samples=2)
         if y.dtype.kind not in "biuf":  # y_numeric converts object arrays only, not strings
             raise ValueError(f"y must be numeric, got an array of dtype {y.dtype}")

@@ -68,16 +68,43 @@ METRICS_FIELDS = frozenset({"model", "target", "n", "log_density", "rmse", "crps
 def is_metrics_file(path) -> bool:
     """Whether ``path`` is a JSON file as ``deepgp evaluate --json`` writes one: an object of exactly
     :data:`METRICS_FIELDS` (a file over 1 MB is not one, and is not read)."""
+    return _json_object_keys(path) == METRICS_FIELDS
+
+
+def _json_object_keys(path) -> frozenset | None:
+    """The keys of the JSON object in the file at ``path``; None for anything else or a file over 1 MB."""
     try:
         if os.path.getsize(path) > 1 << 20:
-            return False
+            return None
         with open(path, "rb") as f:
             found = json.loads(f.read().decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return frozenset(found) if isinstance(found, dict) else None
+
+
+def is_figure_file(path) -> bool:
+    """Whether ``path`` is a figure as deepgp draws them: a PNG or PDF file, by its first bytes."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
         return False
-    return isinstance(found, dict) and set(found) == METRICS_FIELDS
+    return head == b"\x89PNG\r\n\x1a\n" or head.startswith(b"%PDF-")
+
+
+# the fields of ``deepgp demo``'s scores.json (deepgp.demo.run_demo)
+DEMO_FIELDS = frozenset({"config", "scores", "exact"})
+
+
+def is_demo_scores_file(path) -> bool:
+    """Whether ``path`` is a JSON file as ``deepgp demo`` writes its scores: an object of exactly
+    :data:`DEMO_FIELDS` (a file over 1 MB is not one, and is not read)."""
+    return _json_object_keys(path) == DEMO_FIELDS
 
 
 MODEL_FILE = Kind("a model file of deepgp", is_model_file)
 PREDICTIONS = Kind("a predictions file of deepgp predict", is_predictions_file)
 METRICS = Kind("a metrics file of deepgp evaluate", is_metrics_file)
+FIGURE = Kind("a figure (a PNG or PDF file)", is_figure_file)
+DEMO_SCORES = Kind("the scores of deepgp demo", is_demo_scores_file)

@@ -20,13 +20,13 @@ import torch
 from matplotlib.figure import Figure
 from scipy.stats import gaussian_kde
 
-from . import memory
+from . import kinds, memory
 from .estimator import DeepGPRegressor, Standardizer
 from .layers import GPLayer, LatentVariableLayer
 from .linalg import DEFAULT_JITTER, cholesky, seeded, standard_normal
 from .model import DeepGP
 from .prediction import block_bytes
-from .storage import check_writable, write_bytes
+from .storage import check_output, write_bytes
 
 FORMATS = (".png", ".pdf")
 
@@ -44,18 +44,19 @@ def _unwrap(model) -> tuple[DeepGP, Standardizer, Standardizer]:
 
 
 def check_figure_path(path) -> Path:
-    """``path`` as a Path if it ends in .png or .pdf; a ValueError otherwise (call before drawing)."""
+    """``path`` as a Path if it ends in .png or .pdf and a figure may be written there (its folder exists;
+    a file there is a figure, or empty: any other file is never replaced); a ValueError otherwise (call
+    before drawing)."""
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
         raise ValueError(f"figure file must end in one of {FORMATS}, got {path.name!r}")
-    return path
+    return check_output(path, "the figure", kind=kinds.FIGURE)
 
 
 def save_figure(fig, path) -> Path:
     """Write ``fig`` to ``path`` (.png or .pdf) in a folder that exists (none is made: a mistyped folder is
     an error, as for every file deepgp writes); closes the figure."""
     path = check_figure_path(path)
-    check_writable(path, "the figure")
     buf = io.BytesIO()  # drawn in memory, then written atomically: a failed plot leaves an old figure
     fmt = path.suffix.lower().lstrip(".")
     fig.savefig(buf, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")
