@@ -389,8 +389,8 @@ def _convert(args) -> int:
 def _figure_output(path, inputs=()) -> None:
     """A figure's file: .png or .pdf, in a folder that exists, writable, none of the inputs (checked before
     drawing; nothing is made, so a refused command leaves no trace)."""
-    check_figure_path(path)
     check_output(path, "the figure", inputs)
+    check_figure_path(path)  # (its suffix, and a file there of another kind kept)
 
 
 def _load_models(paths) -> dict:
