@@ -235,7 +235,8 @@ def read_out(out: Path, option: str = "--out", warn: bool = True) -> list[dict]:
         raise UsageError(f"{option} {out}, {damaged[0]}: mend or delete that line")
     if torn and warn:
         lines = ", ".join(map(str, torn[:10])) + (f" and {len(torn) - 10} more" if len(torn) > 10 else "")
-        print(f"warning: {option} {out}: skipped line {lines}, not a JSON line (a write cut short)", file=sys.stderr)
+        print(f"warning: {option} {out}: skipped line{'s' if len(torn) > 1 else ''} {lines}, not JSON (a write cut "
+              f"short)", file=sys.stderr)
     return records
 
 

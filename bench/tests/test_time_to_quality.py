@@ -205,7 +205,7 @@ def test_lines_cut_short_are_skipped_by_the_run_and_the_table_and_named(ttq, tmp
     out.write_bytes(f"{cut}\n{json.dumps(GOOD)}\n".encode() + b"\xff\xfe\n[[[[[[[[[[\n" + b'{"key": 5')
     before = out.read_bytes()
     assert list(ttq.done_snapshots(out, KEY)) == [10]
-    warning = f"warning: --out {out}: skipped line 1, 3, 4, 5, not a JSON line (a write cut short)"
+    warning = f"warning: --out {out}: skipped lines 1, 3, 4, 5, not JSON (a write cut short)"
     for flags in (["--table", "--metric", "kde"], []):
         code, err, trained = run_main(ttq, monkeypatch, capsys, *flags, out=out)
         assert code == 0 and err == [warning] and len(trained) == (0 if flags else 1)
