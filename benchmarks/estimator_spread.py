@@ -2,19 +2,20 @@
 
     python benchmarks/estimator_spread.py --dataset power --model LV-GP-GP --method iw --split 1 \\
         --iterations 10000 [--recipe fast|paper] [--set NAME=VALUE ...] [--seeds 5] [--draws 2000] \\
-        [--checkpoints DIR] [--out benchmarks/results/estimator_spread.jsonl]
+        [--checkpoints DIR] [--curves benchmarks/results/time_to_quality.jsonl] \\
+        [--out benchmarks/results/estimator_spread.jsonl]
     python benchmarks/estimator_spread.py --table [--out FILE]
 
 One trained model, evaluated ``--seeds`` times on the same test points, each time under another
 seed of ``--draws`` predictive draws: the KDE (the paper's protocol) and the Gaussian mixture
 (docs/mathematics.md §10.2–10.3). Their spread is the Monte Carlo noise of each estimate, the yardstick
 for a difference between two systems or recipes. The run is ``time_to_quality.py``'s (the same data,
-key and checkpoint file under ``--checkpoints``), loaded from the checkpoint it left at
-``--iterations`` (train it with that script first), and the first seed is the one it evaluated with,
-so the first value repeats its row. Under that seed it also splits the gap between the two means by
-test point: how much of it the worst one and three points carry, and how far (z, in standard
-deviations of the draws) those points lie from their predictive mean. One JSON line per run in
-``--out``.
+key and checkpoint file under ``--checkpoints``: that of its ``--out``, given here as ``--curves``), loaded
+from the checkpoint it left at ``--iterations`` (train it with that script first), and the first seed
+is the one it evaluated with, so the first value repeats its row. Under that seed it also splits the
+gap between the two means by test point: how much of it the worst one and three points carry, and
+how far (z, in standard deviations of the draws) those points lie from their predictive mean. One
+JSON line per run in ``--out``.
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ def evaluate(args, overrides: dict) -> dict:
     X, Y, Xe, Ye = ttq.load_data(args)
     key = ttq.deepgp_key(args, overrides, model_cfg, len(X))
     model = DeepGP.from_config(model_cfg, X, Y, seed=args.split)
-    checkpoint = ttq.checkpoint_path(args, key)
+    checkpoint = ttq.checkpoint_path(args, key, Path(args.curves))
     if not checkpoint.exists():  # (training here would move time_to_quality's checkpoint past its snapshots)
-        raise SystemExit(f"no checkpoint of this run in {args.checkpoints}: train it first with time_to_quality.py "
-                         f"(the same arguments, --snapshots ending at {args.iterations})")
+        raise SystemExit(f"no checkpoint of this run for --curves {args.curves} in {args.checkpoints}: train it first "
+                         f"with time_to_quality.py (the same arguments, --out {args.curves}, --snapshots ending at "
+                         f"{args.iterations})")
     # with the run at --iterations this trains nothing: it loads the checkpoint
     history = fit(model, X, Y, config=train_cfg, iterations=args.iterations, checkpoint=checkpoint,
                   checkpoint_every=1000, progress=False)
@@ -124,6 +126,8 @@ def main() -> None:
     ttq.add_run_arguments(p, dataset="power")
     p.add_argument("--iterations", type=int, default=10000)
     p.add_argument("--seeds", type=int, default=5, help="evaluations, each under its own seed (at least 2)")
+    p.add_argument("--curves", default=str(ttq.DEFAULT_OUT),
+                   help="the --out of the time_to_quality.py run evaluated (its checkpoint is that file's)")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--table", action="store_true", help="print the Markdown table of --out and exit")
     args = p.parse_args()

@@ -20,7 +20,9 @@ one JSON line, with the dtype of fit's R_lᵀA products (``products``: float32 u
 ``DEEPGP_FLOAT32_PRODUCTS=0``, which then also enters the run's key). Resumable: the training state
 is checkpointed after every snapshot (``deepgp.fit``'s checkpoint), and a snapshot already in
 ``--out`` is not recomputed, so rerunning the same command after an interruption continues where
-it stopped.
+it stopped. The checkpoint is that ``--out``'s (:func:`checkpoint_path`): the same run recorded into
+another file trains from the start. A line of ``--out`` that is not JSON (a write cut short) is
+skipped with a warning; a line of JSON that is no complete record is refused by its number.
 
 ``--set NAME=VALUE`` overrides any field of ModelConfig or TrainConfig (an idea being screened);
 the run's key holds the overrides. ``--peers`` trains GPflux instead (``benchmarks/peers/
@@ -122,6 +124,19 @@ def key_text(key: dict) -> str:
 # the fields of a run's key (run_key) and their types: a line whose key lacks one is not a record
 KEY_FIELDS = dict(system=str, dataset=str, model=str, method=str, split=int, part=str, recipe=str, overrides=dict,
                   points=int, draws=int)
+KIND_NAMES = {str: "a string", int: "a whole number", dict: "a JSON object"}
+
+
+def key_problem(rec) -> str:
+    """Why ``rec`` (a JSON value) holds no run's key of this script ("" where it does: a JSON object whose
+    ``key`` has every field of :data:`KEY_FIELDS`, of its type, and a data set's name)."""
+    key = rec.get("key") if isinstance(rec, dict) else None
+    if not isinstance(key, dict):
+        return "not a JSON object with a run's key"
+    for field, kind in KEY_FIELDS.items():
+        if not _is(key.get(field), kind):
+            return f"its key's {field} is {shown(key, field)}, not {KIND_NAMES[kind]}"
+    return "" if dataset_name(key["dataset"]) else f"its key's dataset is {shown(key, 'dataset')}, no data set's name"
 
 
 def read_record(line: bytes | str, numbers=("seconds",)) -> dict | None:
@@ -132,12 +147,37 @@ def read_record(line: bytes | str, numbers=("seconds",)) -> dict | None:
         rec = json.loads(line)
     except (ValueError, RecursionError):  # (a UnicodeDecodeError is a ValueError)
         return None
-    key = rec.get("key") if isinstance(rec, dict) else None
-    if not isinstance(key, dict) or not all(_is(key.get(f), t) for f, t in KEY_FIELDS.items()):
+    if key_problem(rec) or not _is(rec.get("iterations"), int) or rec["iterations"] < 1:
         return None
-    if not _is(rec.get("iterations"), int) or rec["iterations"] < 1 or not all(number(rec.get(n)) for n in numbers):
-        return None
-    return rec if dataset_name(key["dataset"]) else None
+    return rec if all(number(rec.get(n)) for n in numbers) else None
+
+
+# the fields of this script's record beside its key, each a finite number, with the least it may be (None: any)
+RECORD_FIELDS = dict(iterations=1, seconds=0, kde=None, mixture=None, rmse=0, bound=None)
+
+
+def record_problem(rec) -> str:
+    """Why the JSON value ``rec`` is no complete record of this script ("" where it is one): its key
+    (:func:`key_problem`), or a field of :data:`RECORD_FIELDS` absent or outside its domain (NaN, an
+    infinity, negative seconds, iterations not a count of at least 1)."""
+    problem = key_problem(rec)
+    if problem:
+        return problem
+    for field, least in RECORD_FIELDS.items():
+        value = rec.get(field)
+        count = field == "iterations"
+        if not (_is(value, int) if count else number(value)) or (least is not None and value < least):
+            domain = "a count" if count else "a finite number"
+            return f"{field} is {shown(rec, field)}, not {domain}" + ("" if least is None else f" of at least {least}")
+    return ""
+
+
+def shown(rec: dict, field: str) -> str:
+    """``rec[field]`` as its JSON text, cut to 40 characters ("absent" where there is none)."""
+    if field not in rec:
+        return "absent"
+    text = json.dumps(rec[field])
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def dataset_name(dataset: str) -> bool:
@@ -166,14 +206,46 @@ def read_records(out: Path, numbers=("seconds",)) -> list[dict]:
         return [rec for rec in map(lambda line: read_record(line, numbers), f) if rec is not None]
 
 
+def read_out(out: Path, option: str = "--out", warn: bool = True) -> list[dict]:
+    """The records of ``out``, this script's file, in order (:func:`record_problem`), read alike by the run
+    and the table. A line that is not JSON, a write cut short by a kill (no prefix of a record is JSON),
+    is skipped, and named in one warning line on stderr where ``warn``: its snapshot runs again. A
+    UsageError, touching nothing, names a file no line of which holds a run's key (another file), or its
+    first line of JSON that is no complete record (damaged: a NaN, negative seconds...), which no reader
+    guesses at."""
+    records, torn, damaged, keyed = [], [], [], False
+    with open(out, "rb") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError):  # (a UnicodeDecodeError is a ValueError)
+                torn.append(n)
+                continue
+            problem = record_problem(rec)
+            keyed = keyed or not key_problem(rec)
+            if problem:
+                damaged.append(f"line {n} is damaged: {problem}")
+            else:
+                records.append(rec)
+    if not keyed and (torn or damaged):  # (no line holds a run's key)
+        raise no_record(out, option)
+    if damaged:
+        raise UsageError(f"{option} {out}, {damaged[0]}: mend or delete that line")
+    if torn and warn:
+        lines = ", ".join(map(str, torn[:10])) + (f" and {len(torn) - 10} more" if len(torn) > 10 else "")
+        print(f"warning: {option} {out}: skipped line{'s' if len(torn) > 1 else ''} {lines}, not JSON (a write cut "
+              f"short)", file=sys.stderr)
+    return records
+
+
 def done_snapshots(out: Path, key: dict) -> dict[int, dict]:
-    """The snapshots of this run already in ``out`` (iterations → record); a line that is not a complete
-    record (:func:`read_record` with every estimate a number; e.g. cut short by a kill) is skipped: its
-    snapshot runs again."""
+    """The snapshots of this run already in ``out`` (iterations → record; :func:`read_out`, whose lines cut
+    short by a kill are left out: their snapshots run again)."""
     if not out.exists():
         return {}
-    return {rec["iterations"]: rec for rec in read_records(out, ("seconds", "kde", "mixture", "rmse"))
-            if key_text(rec["key"]) == key_text(key)}
+    return {rec["iterations"]: rec for rec in read_out(out, warn=False) if key_text(rec["key"]) == key_text(key)}
 
 
 def check_records_file(out: Path, option: str = "--out", numbers=("seconds",)) -> None:
@@ -183,8 +255,12 @@ def check_records_file(out: Path, option: str = "--out", numbers=("seconds",)) -
     if out.is_file() and out.stat().st_size and not read_records(out, numbers):
         with open(out, "rb") as f:
             if any(line.strip() for line in f):
-                raise UsageError(f"{option} {out} holds no record of this script (a JSON line with a run's key): it "
-                                 f"is another file; give another {option}")
+                raise no_record(out, option)
+
+
+def no_record(out: Path, option: str) -> UsageError:
+    return UsageError(f"{option} {out} holds no record of this script (a JSON line with a run's key): it is another "
+                      f"file; give another {option}")
 
 
 def append(out: Path, record: dict) -> None:
@@ -242,7 +318,7 @@ def run_deepgp(args, overrides: dict, out: Path, data=None) -> None:
     products = training_products_dtype(getattr(torch, model_cfg.dtype))
     done = done_snapshots(out, key)
     Path(args.checkpoints).mkdir(exist_ok=True)  # (in a folder that exists: check_run_arguments)
-    checkpoint = checkpoint_path(args, key)
+    checkpoint = checkpoint_path(args, key, out)
     seconds = 0.0
     for iterations in args.snapshots:
         if iterations in done:
@@ -318,8 +394,10 @@ def table(out: Path, metric: str, part: str, paper: Path | None = None, splits: 
     cells: dict = defaultdict(lambda: defaultdict(list))
     seconds: dict = defaultdict(lambda: defaultdict(list))
     snaps: set[int] = set()
-    # (a line that is not a record, or a record without a number for the metric, is left out)
-    records = [rec for rec in read_records(out, ("seconds", metric))
+    records = read_out(out)  # (every field of each a finite number within its domain)
+    if not records:  # (an empty file: no table to show)
+        raise no_record(out, "--out")
+    records = [rec for rec in records
                if rec["key"]["part"] == part and (splits is None or rec["key"]["split"] in splits)]
     evaluations = [(r["key"]["points"], r["key"]["draws"]) for r in records]
     usual_evaluation = max(set(evaluations), key=evaluations.count) if evaluations else None
@@ -403,9 +481,12 @@ def run_configs(args, overrides: dict):
         raise UsageError(f"--set: {err}") from None
 
 
-def checkpoint_path(args, key: dict) -> Path:
-    """The run's checkpoint file in ``--checkpoints``, named by a hash of its key."""
-    return Path(args.checkpoints) / (hashlib.sha1(key_text(key).encode()).hexdigest()[:16] + ".pt")
+def checkpoint_path(args, key: dict, out: Path) -> Path:
+    """The run's checkpoint file in ``--checkpoints``, named by a hash of its key and one of the resolved path
+    of the ``--out`` it records into: a run resumes only from its own file's checkpoint, so the records of
+    one file (their seconds, the snapshots already trained past) never depend on another file's run."""
+    run, owner = (hashlib.sha1(text.encode()).hexdigest() for text in (key_text(key), str(Path(out).resolve())))
+    return Path(args.checkpoints) / f"{run[:16]}-{owner[:8]}.pt"
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -541,7 +622,8 @@ def check_run_arguments(args) -> None:
         check_writable(args.out, "--out's records")
     except ValueError as err:
         raise UsageError(" ".join(str(err).split())) from None
-    check_records_file(Path(args.out))
+    if Path(args.out).is_file():  # (its records as the run reads them: another file or a damaged line is refused now)
+        read_out(Path(args.out))
 
 
 if __name__ == "__main__":

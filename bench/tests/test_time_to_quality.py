@@ -59,7 +59,8 @@ def test_the_table_never_averages_runs_evaluated_differently(ttq, tmp_path):
     def record(split, points, draws, value):
         key = dict(system="deepgp", dataset="concrete", model="LV-GP-GP", method="iw", split=split, part="validation",
                    recipe="fast", overrides={}, points=points, draws=draws)
-        return json.dumps(dict(key=key, iterations=1000, seconds=1.0, kde=value, mixture=value, rmse=0.3)) + "\n"
+        return json.dumps(dict(key=key, iterations=1000, seconds=1.0, kde=value, mixture=value, rmse=0.3,
+                               bound=-1.0)) + "\n"
 
     out = tmp_path / "screen.jsonl"
     out.write_text(record(0, 500, 1000, -0.2) + record(1, 500, 1000, -0.4) + record(0, 2000, 2000, 0.9))
@@ -112,6 +113,8 @@ def test_only_a_float64_model_opted_out_of_float32_products_has_them_in_its_key(
 
 KEY = dict(system="deepgp", dataset="letters:60", model="GP", method="vi", split=0, part="test", recipe="fast",
            overrides={}, points=20, draws=20)
+# a complete record of KEY
+GOOD = dict(key=KEY, iterations=10, seconds=1.0, kde=0.5, mixture=0.6, rmse=0.3, bound=-1.0)
 
 
 def test_a_record_after_a_line_cut_by_a_kill_starts_a_line_of_its_own(ttq, tmp_path):
@@ -119,8 +122,8 @@ def test_a_record_after_a_line_cut_by_a_kill_starts_a_line_of_its_own(ttq, tmp_p
 
     out = tmp_path / "runs.jsonl"
     out.write_text('{"key": {"system": "deepgp", "dataset": "let')  # a kill mid-write: no newline
-    ttq.append(out, {"key": KEY, "iterations": 10, "seconds": 1.0, "kde": 0.1, "mixture": 0.2, "rmse": 0.3})
-    ttq.append(out, {"key": KEY, "iterations": 20, "seconds": 2.0, "kde": 0.1, "mixture": 0.2, "rmse": 0.3})
+    ttq.append(out, dict(GOOD, iterations=10, seconds=1.0))
+    ttq.append(out, dict(GOOD, iterations=20, seconds=2.0))
     lines = out.read_text().splitlines()
     assert len(lines) == 3 and [json.loads(line)["iterations"] for line in lines[1:]] == [10, 20]
     assert sorted(ttq.done_snapshots(out, KEY)) == [10, 20]
@@ -177,23 +180,107 @@ def test_an_empty_out_is_refused_as_no_file_name(ttq, tmp_path, monkeypatch, cap
     assert err[-1] == "time_to_quality.py: error: --out's records: expected a file name, got ''"
 
 
-def test_lines_that_are_not_records_are_skipped_by_the_run_and_the_table(ttq, tmp_path):
-    """``42``, ``null``, a record lacking a field of its key or of another type, a NaN, bytes that are not
-    text: each such line of --out is left out (they were tracebacks: AttributeError, KeyError)."""
+def run_main(ttq, monkeypatch, capsys, *flags, out):
+    """main() with ``flags`` on ``out`` (training replaced by a note of it): (exit status, stderr lines, trained)."""
+    trained = []
+    monkeypatch.setattr(ttq, "run_deepgp", lambda *a: trained.append(a))
+    monkeypatch.setattr(sys, "argv", ["time_to_quality.py", "--dataset", "letters:60", "--model", "GP", "--method",
+                                      "vi", "--points", "20", "--draws", "20", "--snapshots", "10", "--out", str(out),
+                                      "--checkpoints", str(out.parent / "ck"), *flags])
+    code = 0
+    try:
+        ttq.main()
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, capsys.readouterr().err.strip().splitlines(), trained
+
+
+def test_lines_cut_short_are_skipped_by_the_run_and_the_table_and_named(ttq, tmp_path, monkeypatch, capsys):
+    """A line that is not JSON (a write cut short by a kill, the last line or one an append went on after;
+    bytes that are not text) is left out by both, and both say which in one warning line on stderr."""
     import json
 
-    good = dict(key=KEY, iterations=10, seconds=1.0, kde=0.5, mixture=0.6, rmse=0.3, bound=-1.0)
-    lacking = dict(good, key={k: v for k, v in KEY.items() if k != "points"})
-    odd = ["42", "null", "[]", '"text"', json.dumps(lacking), json.dumps(dict(good, key=dict(KEY, split="0"))),
-           json.dumps(dict(good, iterations=True)), json.dumps(dict(good, iterations=20, kde=float("nan"))),
-           '{"key": {"system": "deep']
     out = tmp_path / "runs.jsonl"
-    out.write_bytes("\n".join([*odd, json.dumps(good)]).encode() + b"\n\xff\xfe\n[[[[[[[[[[\n")
-    assert list(ttq.done_snapshots(out, KEY)) == [10]  # (at 20: its KDE is no number, so it runs again)
-    for metric in ("kde", "mixture", "seconds"):
-        lines = ttq.table(out, metric, "test").splitlines()
-        assert len(lines) == 3 and "nan" not in lines[2].lower()
-        assert lines[0].endswith("| 0.01K |" if metric == "kde" else "| 0.01K | 0.02K |")
+    cut = '{"key": {"system": "deep'
+    out.write_bytes(f"{cut}\n{json.dumps(GOOD)}\n".encode() + b"\xff\xfe\n[[[[[[[[[[\n" + b'{"key": 5')
+    before = out.read_bytes()
+    assert list(ttq.done_snapshots(out, KEY)) == [10]
+    warning = f"warning: --out {out}: skipped lines 1, 3, 4, 5, not JSON (a write cut short)"
+    for flags in (["--table", "--metric", "kde"], []):
+        code, err, trained = run_main(ttq, monkeypatch, capsys, *flags, out=out)
+        assert code == 0 and err == [warning] and len(trained) == (0 if flags else 1)
+    assert out.read_bytes() == before
+    lines = ttq.table(out, "kde", "test").splitlines()
+    assert len(lines) == 3 and lines[2].endswith("| 0.500 |")
+
+
+@pytest.mark.parametrize("line, why", [
+    ("42", "not a JSON object with a run's key"), ("null", "not a JSON object with a run's key"),
+    ('"text"', "not a JSON object with a run's key"),
+    (dict(GOOD, key={k: v for k, v in KEY.items() if k != "points"}), "its key's points is absent, not a whole number"),
+    (dict(GOOD, key=dict(KEY, split="0")), 'its key\'s split is "0", not a whole number'),
+    (dict(GOOD, key=dict(KEY, dataset="x|y")), 'its key\'s dataset is "x|y", no data set\'s name'),
+    (dict(GOOD, iterations=True), "iterations is true, not a count of at least 1"),
+    (dict(GOOD, iterations=0), "iterations is 0, not a count of at least 1"),
+    (dict(GOOD, kde=math.nan), "kde is NaN, not a finite number"),
+    (dict(GOOD, mixture=None), "mixture is null, not a finite number"),
+    ({k: v for k, v in GOOD.items() if k != "bound"}, "bound is absent, not a finite number"),
+    (dict(GOOD, rmse=math.inf), "rmse is Infinity, not a finite number of at least 0"),
+    (dict(GOOD, seconds=-math.inf), "seconds is -Infinity, not a finite number of at least 0"),
+    (dict(GOOD, seconds=-1.0), "seconds is -1.0, not a finite number of at least 0")])
+def test_a_damaged_line_is_refused_by_the_run_and_the_table_alike(ttq, tmp_path, monkeypatch, capsys, line, why):
+    """JSON that is no complete record (a field outside its domain: a NaN estimate, negative seconds, no
+    count of iterations; a key of another type) is damaged: the table shows no part of it and the run
+    neither trains its snapshot again nor reads past it; both name the line in one line, exit status 2."""
+    import json
+
+    out = tmp_path / "runs.jsonl"
+    out.write_text(json.dumps(dict(GOOD, iterations=5)) + "\n" + (line if isinstance(line, str) else json.dumps(line))
+                   + "\n")
+    before = out.read_bytes()
+    for flags in (["--table"], []):
+        code, err, trained = run_main(ttq, monkeypatch, capsys, *flags, out=out)
+        assert code == 2 and trained == [] and out.read_bytes() == before
+        assert err[-1] == f"time_to_quality.py: error: --out {out}, line 2 is damaged: {why}: mend or delete that line"
+
+
+@pytest.mark.parametrize("text", ["hello\nworld\n", "[1, 2]\n", '{"key": 5', "", "\n\n"])
+def test_a_file_without_records_is_refused_by_the_table_as_by_the_run(ttq, tmp_path, monkeypatch, capsys, text):
+    """Another file given as --out (text, other JSON; one whose records' keys are damaged) is one line, exit
+    status 2, in both modes; the table also refuses a file with nothing in it, where the run may begin."""
+    out = tmp_path / "g.jsonl"
+    out.write_text(text)
+    for flags in (["--table"], []):
+        code, err, trained = run_main(ttq, monkeypatch, capsys, *flags, out=out)
+        if not text.strip() and not flags:
+            assert code == 0 and len(trained) == 1
+            continue
+        assert code == 2 and trained == [] and out.read_text() == text
+        assert err[-1] == (f"time_to_quality.py: error: --out {out} holds no record of this script (a JSON line "
+                           f"with a run's key): it is another file; give another --out")
+
+
+def test_each_out_trains_its_own_run(ttq, tmp_path, monkeypatch):
+    """The same run recorded into two --out files trains twice, each from its own checkpoint: a second file
+    never finds the first's checkpoint past its snapshots, nor resumes from it (its seconds would lack the
+    first's training); one file still resumes its own run."""
+    import json
+
+    def run(out, snapshots):
+        monkeypatch.setattr(sys, "argv", ["time_to_quality.py", "--dataset", "letters:60", "--model", "GP", "--method",
+                                          "vi", "--points", "20", "--draws", "20", "--snapshots", snapshots, "--out",
+                                          str(tmp_path / out), "--checkpoints", str(tmp_path / "ck")])
+        ttq.main()
+        return [json.loads(line) for line in (tmp_path / out).read_text().splitlines()]
+
+    monkeypatch.delenv("DEEPGP_FLOAT32_PRODUCTS", raising=False)
+    ok = run("ok.jsonl", "20,40")
+    assert [r["iterations"] for r in run("y.jsonl", "20,40")] == [20, 40]
+    assert [r["iterations"] for r in run("z.jsonl", "60")] == [60]
+    assert len(list((tmp_path / "ck").iterdir())) == 3
+    resumed = run("ok.jsonl", "20,40,60")
+    assert resumed[:2] == ok and [r["iterations"] for r in resumed] == [20, 40, 60]
+    assert len(list((tmp_path / "ck").iterdir())) == 3  # (its own checkpoint, at 40)
 
 
 def test_a_run_whose_evaluation_is_not_finite_records_nothing(ttq, tmp_path, monkeypatch, capsys):
@@ -215,16 +302,15 @@ def test_a_run_whose_evaluation_is_not_finite_records_nothing(ttq, tmp_path, mon
 
 
 def test_the_table_keeps_its_columns_whatever_text_a_key_holds(ttq, tmp_path):
-    """A record whose data set is no plain name is no record; any other text of a key (an override's name
-    and value) is escaped in its cell: ``|`` and line breaks never end a cell or a row."""
+    """Any text of a key (an override's name and value) is escaped in its cell: ``|`` and line breaks never
+    end a cell or a row."""
     import json
     import re
 
-    good = dict(key=dict(KEY, overrides={"a|b": "|\n|"}), iterations=10, seconds=1.0, kde=0.5, mixture=0.6, rmse=0.3)
-    odd = dict(good, key=dict(KEY, dataset="x|y"))
+    good = dict(GOOD, key=dict(KEY, overrides={"a|b": "|\n|"}))
     out = tmp_path / "runs.jsonl"
-    out.write_text(json.dumps(good) + "\n" + json.dumps(odd) + "\n")
+    out.write_text(json.dumps(good) + "\n")
     lines = ttq.table(out, "kde", "test").splitlines()
-    assert len(lines) == 3 and "x|y" not in lines[2]
+    assert len(lines) == 3
     assert [len(re.findall(r"(?<!\\)\|", line)) for line in lines] == [8, 8, 8]
     assert "a\\|b=\\|<br>\\|" in lines[2]
