@@ -334,7 +334,10 @@ def test_prediction_that_needs_more_memory_than_there_is_is_refused_before_it_st
     assert out["rc"] == [1, 1, 1, 1, 1, 1, 2], out["stderr"]
     lines = out["stderr"].strip().splitlines()
     assert len(lines) == 7
-    for line, option in zip(lines, ["--predict-samples=10000000"] * 3 + ["--samples=10000000"] * 3):
+    # (the second asks through the file's predict_samples, which the message names beside the option)
+    options = ["--predict-samples=10000000", "--predict-samples=10000000 (the model file's predict_samples)",
+               "--predict-samples=10000000"] + ["--samples=10000000"] * 3
+    for line, option in zip(lines, options):
         assert f"error: {option} needs about " in line and "more than the 1.07 GB available" in line, line
     assert "GB of memory for the predictive quantiles at 60 points" in lines[0]
     assert lines[-1] == "deepgp plot: error: num_draws must be at most 100 (a row or column of panels each), got 100000"

@@ -93,6 +93,32 @@ def test_foreign_damaged_and_other_kind_files_are_refused_by_name(tmp_path):
         storage.read(tmp_path / "absent", storage.MODEL)
 
 
+def test_a_save_replaces_only_a_file_of_its_kind(tmp_path):
+    """A model saved over a data file, a checkpoint or any other file refuses by name and keeps it; a
+    checkpoint over a model likewise; each replaces its own kind and an empty file."""
+    import deepgp
+
+    x = np.linspace(-1, 1, 20)[:, None]
+    model = deepgp.DeepGP.from_spec("GP", x, np.sin(x), num_inducing=4)
+    reg = deepgp.DeepGPRegressor(model="GP", method="vi", iterations=1, num_inducing=4, progress=False)
+    reg.fit(x, np.sin(x[:, 0]))
+    storage.write(tmp_path / "ck", storage.CHECKPOINT, {"iteration": 1})
+    storage.write(tmp_path / "m", storage.MODEL, model.to_tree())
+    for name, content in (("d.csv", b"x,y\n1,2\n"), ("s.py", b"print(1)\n"), ("ck", (tmp_path / "ck").read_bytes())):
+        (tmp_path / name).write_bytes(content)
+        for save in (model.save, reg.save):
+            with pytest.raises(ValueError, match=f"cannot write the model to .*{name}: the file there is not a model"):
+                save(tmp_path / name)
+            assert (tmp_path / name).read_bytes() == content
+    with pytest.raises(ValueError, match="the file there is not a training checkpoint of deepgp; it is a model"):
+        storage.write(tmp_path / "m", storage.CHECKPOINT, {"iteration": 2})
+    (tmp_path / "e").write_bytes(b"")
+    for path in (tmp_path / "m", tmp_path / "e"):
+        model.save(path)
+        reg.save(path)
+    storage.write(tmp_path / "ck", storage.CHECKPOINT, {"iteration": 2})
+
+
 def test_pickles_are_refused_without_being_opened(tmp_path, monkeypatch):
     torch.save({"format": "deepgp-model/1"}, tmp_path / "zip.pt")
     torch.save({"format": "deepgp-model/1"}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)

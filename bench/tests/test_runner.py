@@ -177,6 +177,8 @@ def test_cli_benchmark_and_report(data_dir, tmp_path, capsys):
             "--data-dir", str(data_dir), "--results", str(results)]
     assert main(args) == 0
     assert "toya LV-GP vi split 0" in capsys.readouterr().out
+    with open(results, newline="") as f:  # the seconds as measured, not rounded to 10 ms
+        assert all(len(r["seconds"].partition(".")[2]) > 2 for r in csv.DictReader(f))
     assert main(args) == 0 and "0 to run" in capsys.readouterr().out
     assert main(["report", str(results)]) == 0
     # measured one way throughout (fewer draws than the default): said once, beside the budget
@@ -596,6 +598,16 @@ def test_cli_report_of_a_file_without_results_is_a_one_line_error(tmp_path, caps
     status, err = run_main(["report", str(path)], capsys)
     assert status == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("deepgp report: error: ") and says in err and "x.csv" in err
+
+
+def test_a_data_set_or_model_named_twice_runs_once(data_dir, tmp_path, monkeypatch):
+    """``--datasets toya,toya``: one configuration per (data set, model, method, split), as for models given
+    twice, so that a new results file is never said to hold a finished row."""
+    seen = {}
+    monkeypatch.setattr(bench_cli, "run_benchmark", lambda configs, results, **kw: seen.update(configs=configs) or 0)
+    assert main(["benchmark", "--datasets", "toya,toya,toyb", "--models", "GP,GP", "--methods", "vi",
+                 "--splits", "0", "--data-dir", str(data_dir), "--results", str(tmp_path / "r.csv")]) == 0
+    assert [(c["dataset"], c["model"]) for c in seen["configs"]] == [("toya", "GP"), ("toyb", "GP")]
 
 
 def test_the_default_grid_is_table_s1_and_all_means_every_data_set_found(data_dir, tmp_path, monkeypatch):

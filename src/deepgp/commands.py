@@ -9,6 +9,7 @@ which :mod:`deepgp.cli` prints as one line with exit status 2.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import sys
@@ -21,6 +22,7 @@ from .arguments import HelpFormatter, add_settings, at_least, count, positive_in
 from .config import ModelConfig, TrainConfig, parse_spec, settings_of
 from .demo import config_from_args, run_demo, score_table
 from .estimator import DeepGPRegressor, check_quantile_draws
+from .memory import MemoryBudgetError
 from .metrics import regressor_metrics, regressor_pointwise
 from .model import DeepGP
 from .outputs import column_text, json_text, number_text
@@ -300,6 +302,22 @@ def _check_stdout(what: str, option: str) -> None:
         raise ValueError(f"standard output is closed, so {what} cannot be written there; give a file with {option}")
 
 
+def _files_draws(command):
+    """``command`` (predict, evaluate), where a memory refusal of the draws that the model file's
+    ``predict_samples`` asks for says that they are the file's, which ``--predict-samples`` overrides."""
+    @functools.wraps(command)
+    def run(args) -> int:
+        try:
+            return command(args)
+        except MemoryBudgetError as err:
+            if err.setting == "predict_samples" and args.predict_samples is None:
+                err.also = f" (the model file's predict_samples){err.also}"
+            raise
+
+    return run
+
+
+@_files_draws
 def _predict(args) -> int:
     levels = _levels(args.quantiles)
     if args.out != "-":
@@ -340,6 +358,7 @@ def _check_memory(reg, num_points: int, samples: int) -> None:
         check_memory(reg.model_, num_points, samples, "draws", result=20 * samples * num_points, setting="samples")
 
 
+@_files_draws
 def _evaluate(args) -> int:
     if args.json not in (None, "-"):
         check_output(args.json, "the metrics", [args.model, args.data], kind=kinds.METRICS)

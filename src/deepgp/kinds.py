@@ -48,6 +48,11 @@ def is_model_file(path) -> bool:
     return (format_of(path) or "").partition("/")[0] in ("deepgp-model", "deepgp-regressor")
 
 
+def is_checkpoint_file(path) -> bool:
+    """Whether ``path`` is a training checkpoint saved by deepgp (``fit(checkpoint=...)``), in any layout."""
+    return (format_of(path) or "").partition("/")[0] == "deepgp-checkpoint"
+
+
 def is_predictions_file(path) -> bool:
     """Whether ``path`` is a CSV as ``deepgp predict`` writes one: its header is ``mean``, ``std``, then
     columns ``q<level>`` and ``sample_<i>`` (:func:`deepgp.commands.level_name`)."""
@@ -104,6 +109,7 @@ def is_demo_scores_file(path) -> bool:
 
 
 MODEL_FILE = Kind("a model file of deepgp", is_model_file)
+CHECKPOINT_FILE = Kind("a training checkpoint of deepgp", is_checkpoint_file)
 PREDICTIONS = Kind("a predictions file of deepgp predict", is_predictions_file)
 METRICS = Kind("a metrics file of deepgp evaluate", is_metrics_file)
 FIGURE = Kind("a figure (a PNG or PDF file)", is_figure_file)

@@ -52,8 +52,8 @@ from . import version
 
 # (the file formats, named here too: storage.MODEL is where readers of files look for them)
 from .kinds import CHECKPOINT as CHECKPOINT
+from .kinds import CHECKPOINT_FILE, MODEL_FILE, NOUN, WHAT, Kind, format_of
 from .kinds import MODEL as MODEL
-from .kinds import NOUN, WHAT, Kind, format_of
 from .kinds import REGRESSOR as REGRESSOR
 from .legacy import legacy_message, read_legacy, starts_like_torch_save
 
@@ -285,8 +285,10 @@ def write_bytes(path, data: bytes) -> None:
 
 
 def write(path, kind: str, tree) -> None:
-    """Save ``tree`` as a file of format ``kind`` (atomic; see the module docstring)."""
-    check_writable(path, NOUN[kind])
+    """Save ``tree`` as a file of format ``kind`` (atomic; see the module docstring), replacing only a file
+    of its kind (a model file, or a checkpoint) or an empty one: a data file or any other given by mistake
+    is refused by name, and kept."""
+    check_output(path, NOUN[kind], kind=CHECKPOINT_FILE if kind == CHECKPOINT else MODEL_FILE)
     obj, tensors = pack(tree)
     tree_text = json.dumps(obj, allow_nan=False, separators=(",", ":"))
     header = {"format": kind, "deepgp": version.__version__, "tree": tree_text}

@@ -202,7 +202,7 @@ def _run_benchmark(args) -> int:
     above = [s for s in args.snapshots if s >= iterations]
     if above:  # here, not in argparse: the default --iterations is the recipe's
         raise ValueError(f"--snapshots must be below --iterations ({iterations}), got {','.join(map(str, above))}")
-    datasets = comma_items(args.datasets, "--datasets")
+    datasets = list(dict.fromkeys(comma_items(args.datasets, "--datasets")))  # (a name given twice runs once)
     models, methods = comma_items(args.models, "--models"), comma_items(args.methods, "--methods")
     if datasets == ["all"]:
         datasets = sorted(list_uci(args.data_dir), key=lambda d: find_uci(d, args.data_dir).stat().st_size)

@@ -358,7 +358,7 @@ def run_config(config: dict) -> list[dict]:
         bound = float(np.mean(history[-min(len(history), 50):])) if len(history) else None  # (none: left empty)
         row = {k: config[k] for k in KEY} | {"iterations": iterations}
         row.update(metrics, bound=bound, n_train=len(data.X_train), n_test=len(data.X_test),
-                   seconds=round(time.perf_counter() - start, 2), deepgp=__version__, torch=torch.__version__,
+                   seconds=time.perf_counter() - start, deepgp=__version__, torch=torch.__version__,
                    numpy=np.__version__, python=platform.python_version(), device=_device_name(model.device),
                    products=products)
         return row
