@@ -1,6 +1,6 @@
-"""What kind of deepgp file is at a path: a model file, a predictions file, a metrics file. A command's output
-is checked against its :class:`Kind` (:func:`deepgp.storage.check_output`), so that a file of another kind
-given by mistake is never replaced."""
+"""What kind of deepgp file is at a path: a model file, a checkpoint, a predictions file, a metrics file, a
+figure, the demo's scores. Every output is checked against its :class:`Kind`
+(:func:`deepgp.storage.check_output`), so that a file of another kind given by mistake is never replaced."""
 
 from __future__ import annotations
 
