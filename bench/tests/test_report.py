@@ -414,6 +414,10 @@ def test_the_heading_says_which_way_is_better(tmp_path):
     write_results(results, {("boston", "GP", "vi"): [0.0]})
     assert "higher is better" in report.render_report(results).splitlines()[0]
     assert "lower is better" in report.render_report(results, metric="test_rmse").splitlines()[0]
+    # and so do the ranks: 1 is the lowest value, the worst log density and the best RMSE
+    assert "Ranks: 1 = lowest test_loglik_kde, so a higher average rank is better" in report.render_report(results)
+    assert "Ranks: 1 = lowest test_rmse, so a lower average rank is better" in report.render_report(
+        results, metric="test_rmse")
 
 
 def test_one_row_measured_the_default_way_does_not_take_table_1_over(tmp_path):

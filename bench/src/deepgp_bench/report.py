@@ -470,9 +470,10 @@ def render_report(results, paper=None, metric: str = "test_loglik_kde", toleranc
         lines.append("| average rank, paper (its means) | "
                      + " | ".join(_fmt(*paper_ranks[c]) if c in paper_ranks else "–" for c in configs) + " |")
     lines.append("")
-    lines.append(f"Datasets in the summary: {', '.join(complete) or 'none'}. Ranks: 1 = lowest test log-likelihood, "
-                 "computed per split and averaged (paper's convention); the paper's ranks here come from its "
-                 "published means on the same datasets and models.")
+    better = "lower" if metric in _LOWER_IS_BETTER else "higher"
+    lines.append(f"Datasets in the summary: {', '.join(complete) or 'none'}. Ranks: 1 = lowest {metric}, so a {better} "
+                 "average rank is better, computed per split and averaged (the paper's convention); the paper's ranks "
+                 "here come from its published means on the same datasets and models.")
 
     if paper_table:
         lines += against_paper(gaps_to_paper(groups, trend, paper_of, configs, datasets, metric, tolerance), datasets,
