@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml bench/pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]' -e 'bench[distributed,peers]'
 	touch $(STAMP)
 
-.PHONY: setup test test-fast demo lint typecheck check test-min dist figures
+.PHONY: setup test test-fast demo lint typecheck check test-min dist figures behaviour-baseline behaviour-check
 setup: $(STAMP)
 
 test: $(STAMP)  # the library's tests (tests/) and the harness's (bench/tests/)
@@ -54,6 +54,18 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 check: test lint typecheck docs test-min dist
+
+# does training still compute exactly what it did (tools/behaviour_check.py)? `make behaviour-baseline` records
+# this tree's training and predictions bit for bit into BASELINE; `make behaviour-check`, after a change,
+# records again and compares (exit status 1 on any difference). Same host and thread count only, so not in
+# `make check`, whose tree has no earlier baseline to compare with
+BASELINE ?= build/behaviour-baseline.npz
+behaviour-baseline: $(STAMP)
+	mkdir -p $(dir $(BASELINE))
+	OMP_NUM_THREADS=1 $(PY) tools/behaviour_check.py --out $(BASELINE)
+
+behaviour-check: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) tools/behaviour_check.py --compare $(BASELINE)
 
 # `make docs`: the API reference site (mkdocs.yml, docs/) built into site/; any warning fails it.
 DOCS_STAMP := $(VENV)/.docs-installed

@@ -338,9 +338,10 @@ class FakeEntryPoint:
     """An entry point of the group deepgp.commands, as importlib.metadata gives one."""
 
     def __init__(self, name, load):
-        self.name, self.value, self._load = name, f"somewhere:{name}", load
+        self.name, self.value, self._load, self.loads = name, f"somewhere:{name}", load, 0
 
     def load(self):
+        self.loads += 1
         return self._load()
 
 
@@ -350,10 +351,21 @@ def test_a_package_adds_its_command_through_the_entry_point_group(monkeypatch, c
         p.add_argument("--to", default="world")
         p.set_defaults(func=lambda args: print(f"hello {args.to}, debug {args.debug}"))
 
-    monkeypatch.setattr(cli, "plugins", lambda: [FakeEntryPoint("hello", lambda: register)])
-    assert "say hello" in build_parser().format_help()
+    plugin = FakeEntryPoint("hello", lambda: register)
+    monkeypatch.setattr(cli, "plugins", lambda: [plugin])
+    assert "say hello" in build_parser(load={"hello"}).format_help()
+    plugin.loads = 0
+    # listed without loading its package, by the package's name; other commands load nothing
+    assert re.search(r"hello\s+a command of somewhere\n", build_parser().format_help()) and plugin.loads == 0
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    assert plugin.loads == 0 and "usage: deepgp fit" in capsys.readouterr().out
     assert main(["hello", "--to", "you"]) == 0 and capsys.readouterr().out == "hello you, debug False\n"
     assert main(["--debug", "hello"]) == 0 and capsys.readouterr().out == "hello world, debug True\n"
+    assert plugin.loads == 2
+    args = build_parser().parse_args(["hello", "--to", "me"])  # a parser that did not load it loads it when parsing
+    args.debug = False
+    assert args.func(args) is None and capsys.readouterr().out == "hello me, debug False\n"
 
 
 def test_an_added_command_that_fails_to_load_fails_alone_in_one_line(monkeypatch, capsys):
@@ -361,7 +373,7 @@ def test_an_added_command_that_fails_to_load_fails_alone_in_one_line(monkeypatch
         raise ModuleNotFoundError("No module named 'zuko'")
 
     monkeypatch.setattr(cli, "plugins", lambda: [FakeEntryPoint("hello", broken)])
-    assert "not available: No module named 'zuko'" in build_parser().format_help()
+    assert "not available: No module named 'zuko'" in build_parser(load={"hello"}).format_help()
     assert main(["hello", "--to", "you", "-h"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "deepgp hello: error: the package that adds `deepgp hello`" in err

@@ -130,8 +130,8 @@ def test_the_harness_uses_public_names_of_deepgp_only():
 
 
 def test_import_deepgp_imports_no_harness():
-    """Nor does importing any module of the library (the command line finds the harness's commands only when
-    it builds its parser)."""
+    """Nor does importing any module of the library (the command line loads the harness only to run one of its
+    commands: bench/tests/test_bench_cli.py)."""
     library = sorted(m for m in MODULES if m.split(".")[0] == "deepgp" and not m.endswith("__main__"))
     code = (f"import importlib, sys\nfor m in {library!r}: importlib.import_module(m)\n"
             "print(sorted(m for m in sys.modules if m.startswith('deepgp_bench')))")

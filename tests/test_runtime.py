@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import torch
 
@@ -24,23 +26,58 @@ def test_settle_heap_allocates_one_block_on_the_cpu(monkeypatch):
     assert calls == [(runtime.GLIBC_MMAP_THRESHOLD_MAX - (1 << 20),)]
 
 
-def test_settle_heap_does_nothing_when_opted_out_or_off_the_cpu(monkeypatch):
+def test_settle_heap_does_nothing_off_the_cpu(monkeypatch):
     calls = count_empty_calls(monkeypatch)
-    for value in ("0", "false", "No", " off "):
-        monkeypatch.setenv(runtime.SETTLE_HEAP_ENV, value)
-        assert runtime.settle_heap("cpu") is False
-    monkeypatch.setenv(runtime.SETTLE_HEAP_ENV, "1")
     assert runtime.settle_heap("meta") is False
     assert calls == []
 
 
-def test_fit_settles_the_heap_once_on_the_models_device(monkeypatch):
+def test_fit_settles_the_heap_once_on_the_models_device_unless_opted_out(monkeypatch):
     seen = []
     monkeypatch.setattr(training, "settle_heap", seen.append)
     x = torch.linspace(-1, 1, 20, dtype=torch.float64).unsqueeze(-1)
     model = deepgp.DeepGP.from_spec("GP", x, torch.sin(3 * x), num_inducing=4, seed=0)
+    monkeypatch.delenv(runtime.SETTLE_HEAP_ENV, raising=False)
     deepgp.fit(model, x, torch.sin(3 * x), method="vi", iterations=2, progress=False)
     assert seen == [model.device]
+    for value in ("0", "false", "No", " off "):
+        monkeypatch.setenv(runtime.SETTLE_HEAP_ENV, value)
+        deepgp.fit(model, x, torch.sin(3 * x), method="vi", iterations=2, progress=False)
+    assert seen == [model.device]
+
+
+class CountedEnvironment(dict):
+    """os.environ's variables, counting the reads of each name (get, [], in)."""
+
+    def __init__(self, variables):
+        super().__init__(variables)
+        self.reads = {}
+
+    def _count(self, name):
+        self.reads[name] = self.reads.get(name, 0) + 1
+
+    def get(self, name, default=None):
+        self._count(name)
+        return super().get(name, default)
+
+    def __getitem__(self, name):
+        self._count(name)
+        return super().__getitem__(name)
+
+    def __contains__(self, name):
+        self._count(name)
+        return super().__contains__(name)
+
+
+def test_fit_reads_each_opt_out_once_when_it_starts(monkeypatch):
+    x = torch.linspace(-1, 1, 20, dtype=torch.float64).unsqueeze(-1)
+    model = deepgp.DeepGP.from_spec("LV-GP", x, torch.sin(3 * x), num_inducing=4, seed=0)
+    for set_ in ({}, {runtime.FLOAT32_PRODUCTS_ENV: "0", runtime.SETTLE_HEAP_ENV: "1", runtime.CAPTURE_ENV: "off"}):
+        environ = CountedEnvironment({**os.environ, **set_})
+        monkeypatch.setattr(os, "environ", environ)
+        deepgp.fit(model, x, torch.sin(3 * x), method="iw", iterations=2, progress=False)
+        names = (runtime.FLOAT32_PRODUCTS_ENV, runtime.SETTLE_HEAP_ENV, runtime.CAPTURE_ENV)
+        assert {name: environ.reads.get(name, 0) for name in names} == dict.fromkeys(names, 1)
 
 
 def record_product_dtypes(monkeypatch):

@@ -69,12 +69,13 @@ def test_both_steps_stop_on_a_non_finite_bound_before_the_model_moves(monkeypatc
             assert torch.equal(p, q), name
 
 
-def test_capture_mode_reads_the_environment_only_for_none(monkeypatch):
-    monkeypatch.delenv("DEEPGP_CAPTURE", raising=False)
+def test_capture_mode_takes_the_environments_default_only_for_none():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert steps.capture_mode(None, cpu) == (False, False) and steps.capture_mode(True, cpu) == (True, False)
-    assert steps.capture_mode(None, cuda) == (True, True) and steps.capture_mode(False, cuda) == (False, False)
-    monkeypatch.setenv("DEEPGP_CAPTURE", "0")
-    assert steps.capture_mode(None, cuda) == (False, False) and steps.capture_mode(True, cuda) == (True, True)
+    assert steps.capture_mode(None, cpu, True) == (False, False)
+    assert steps.capture_mode(True, cpu, True) == (True, False)
+    assert steps.capture_mode(None, cuda, True) == (True, True)
+    assert steps.capture_mode(False, cuda, True) == (False, False)
+    assert steps.capture_mode(None, cuda, False) == (False, False)  # DEEPGP_CAPTURE=0
+    assert steps.capture_mode(True, cuda, False) == (True, True)
     with pytest.raises(ValueError, match="capture must be True, False or None"):
-        steps.capture_mode("yes", cpu)
+        steps.capture_mode("yes", cpu, True)

@@ -2,6 +2,7 @@
 report`` (added through the entry-point group deepgp.commands); every bad command line is one error line."""
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,25 @@ def test_the_package_adds_its_commands_to_deepgp():
     for parser in (cli.build_parser(), bench_cli.build_parser()):
         text = parser.format_help()
         assert "run the UCI benchmark grid" in text and "Markdown table of a results CSV" in text
+
+
+def test_only_the_harness_commands_import_the_harness(tmp_path):
+    """`deepgp fit` and `deepgp --help` list benchmark and report without importing any deepgp_bench module;
+    `deepgp benchmark --help` imports it (one process, the modules loaded after each command)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    train = write_uci(tmp_path / "toy.csv.gz", np.column_stack([X, X.sum(1)]))
+    commands = [["fit", str(train), "--target", "y", "--model", "GP", "--iterations", "2", "--num-inducing", "4",
+                 "--no-progress", "--out", str(tmp_path / "m.safetensors")], ["--help"], ["benchmark", "--help"]]
+    code = ("import json, sys\nfrom deepgp.cli import main\n"
+            f"for argv in {commands!r}:\n"
+            "    try:\n        status = main(argv)\n    except SystemExit as exit_:\n        status = exit_.code\n"
+            "    print('loaded', json.dumps([status, sorted(m for m in sys.modules if m.startswith('deepgp_bench'))]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    fit, help_, benchmark = (json.loads(line[7:]) for line in out.splitlines() if line.startswith("loaded "))
+    assert fit == [0, []] and help_ == [0, []]
+    assert "run the UCI benchmark grid" in out and "Markdown table of a results CSV" in out
+    assert benchmark[0] == 0 and "deepgp_bench.runner" in benchmark[1] and "--snapshots" in out
 
 
 def test_deepgp_bench_is_a_command_of_its_own():

@@ -30,12 +30,12 @@ def _sections(parser: argparse.ArgumentParser, depth: int) -> list[str]:
 
 
 def cli_reference() -> str:
-    from deepgp.cli import build_parser
+    from deepgp.cli import build_parser, plugins
 
     saved = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH  # argparse wraps to the terminal width: fix it for a stable page
     try:
-        parser = build_parser()
+        parser = build_parser(load={p.name for p in plugins()})  # the added commands' options too
         top = ["## `deepgp`", "", "```text", parser.format_help().rstrip(), "```", ""]
         return "\n".join(top + [line for command in _subcommands(parser).values() for line in _sections(command, 2)])
     finally:

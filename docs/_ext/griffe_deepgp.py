@@ -13,9 +13,6 @@ griffe's copy of each docstring; nothing in src/ is changed:
   plain code. ``double-backtick`` literals are already Markdown code spans and need nothing.
 * reST hyperlinks (```text <https://...>`_``) become Markdown links, and a bulleted list that
   follows a line ending in ":" without the blank line Markdown needs gets that blank line.
-* Lazy exports: ``deepgp.DeepGPRegressor`` is provided by a module ``__getattr__`` (so that
-  ``import deepgp`` does not import scikit-learn), which static analysis cannot see; the
-  ``lazy_exports`` option adds it to the module as an alias of the real class.
 * Runtime signatures: ``DeepGPRegressor``'s ``__init__`` signature and the parameter list in its
   docstring are generated when the module is imported (from the settings' declarations), which
   static analysis cannot see either; for the classes named in the ``runtime_signatures`` option
@@ -54,12 +51,10 @@ _ROLE = re.compile(r"(?<![\w`]):(?:py:)?(?P<role>func|meth|class|mod|data|attr|e
 class DeepgpDocs(griffe.Extension):
     def __init__(
         self,
-        lazy_exports: dict[str, dict[str, str]] | None = None,
         runtime_signatures: list[str] | None = None,
         package: str = "deepgp",
     ) -> None:
         super().__init__()
-        self.lazy_exports = lazy_exports or {}
         self.runtime_signatures = runtime_signatures or []
         self.package = package
 
@@ -67,11 +62,6 @@ class DeepgpDocs(griffe.Extension):
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
         if pkg.name != self.package:
             return
-        for module_path, names in self.lazy_exports.items():
-            module = pkg if module_path == pkg.path else loader.modules_collection[module_path]
-            for name, target in names.items():
-                if name not in module.members:
-                    module.set_member(name, griffe.Alias(name, target, parent=module))
         for path in self.runtime_signatures:
             _runtime_signature(loader.modules_collection[path], path)
         for obj in _walk(pkg):

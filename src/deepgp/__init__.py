@@ -5,6 +5,7 @@ Variational Inference", ICML 2019.
 """
 
 from .config import ModelConfig, TrainConfig, parse_spec
+from .estimator import DeepGPRegressor
 from .kernels import RBF, Matern32, Matern52
 from .layers import GPLayer, LatentVariableLayer
 from .likelihoods import GaussianLikelihood
@@ -21,11 +22,3 @@ __all__ = [
     "CholeskyError", "NaturalGradientError", "MemoryBudgetError", "elbo_vi", "elbo_iw", "fit", "parse_spec",
     "__version__", "DeepGPRegressor", "ModelConfig", "TrainConfig",
 ]
-
-
-def __getattr__(name):  # DeepGPRegressor on first use: `import deepgp` stays free of scikit-learn
-    if name == "DeepGPRegressor":
-        from .estimator import DeepGPRegressor
-
-        return DeepGPRegressor
-    raise AttributeError(f"module 'deepgp' has no attribute {name!r}")

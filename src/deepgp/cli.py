@@ -5,7 +5,8 @@ The user commands live in :mod:`deepgp.commands`, their argument types in :mod:`
 A package adds commands through the entry-point group ``deepgp.commands``: each entry point is named
 after its command and loads a function that adds that command to the sub-parsers (the paper's
 benchmark harness, ``deepgp-bench``, adds ``deepgp benchmark`` and ``deepgp report`` so). deepgp
-imports no such package itself; one is loaded only when the command line is built.
+imports no such package itself; one is loaded only when its command is run (``deepgp --help`` lists it
+with a one-line help from :data:`PLUGIN_HELP`, or the name of its package, without loading it).
 
 Errors reach the user through one handler, :func:`run`, as one line on standard error:
 
@@ -24,11 +25,12 @@ Warnings are printed as one ``deepgp: warning: ...`` line each.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from importlib.metadata import entry_points
 
 from . import commands
@@ -41,12 +43,19 @@ from .version import __version__
 DEBUG_ENV = "DEEPGP_DEBUG"
 OFF = ("", "0", "false", "no", "off")
 PLUGINS = "deepgp.commands"  # the entry-point group of the commands other packages add
-# commands that a package of this repository adds, and how to install it where it is missing
+# the commands that a package of this repository adds: their one-line help (listed without loading the
+# package, which deepgp-bench's parser shows too) and how to install the package where it is missing
+PLUGIN_HELP = {"benchmark": "run the UCI benchmark grid into a resumable results CSV",
+               "report": "Markdown table of a results CSV beside the paper's Table 1, or of deepgp's time to quality "
+               "beside the peers' (--peers)"}
 PLUGIN_INSTALL = {name: "the paper's benchmark harness, deepgp-bench: pip install ./bench (in deepgp's repository)"
-                  for name in ("benchmark", "report")}
+                  for name in PLUGIN_HELP}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(load: Collection[str] = ()) -> argparse.ArgumentParser:
+    """``deepgp``'s parser. Of the commands that installed packages add, those named in ``load`` are loaded
+    (their package imported, their own options added); the others are listed by name and one-line help, and
+    load their package only if one of them is parsed."""
     parser = Parser(
         prog="deepgp",
         description="Deep Gaussian processes with latent variables (importance-weighted VI).",
@@ -57,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.register(sub)
     for plugin in plugins():
-        _register_plugin(sub, plugin)
+        if plugin.name in load:
+            _register_plugin(sub, plugin)
+        else:
+            _register_lazily(sub, plugin)
     return parser
 
 
@@ -77,15 +89,38 @@ def _register_plugin(sub, plugin) -> None:
         def broken(args, reason=reason) -> int:
             raise ImportError(f"the package that adds `deepgp {plugin.name}` ({plugin.value}) did not load: {reason}")
 
-        # (no options of its own, so that any arguments reach the one-line error)
-        p = sub.add_parser(plugin.name, help=f"(not available: {reason})", add_help=False, prefix_chars="\0")
-        p.add_argument("rest", nargs="*")
-        p.set_defaults(func=broken)
+        _add_without_options(sub, plugin.name, f"(not available: {reason})", broken)
 
 
-def _missing_plugin(argv: list[str]) -> str | None:
+def _register_lazily(sub, plugin) -> None:
+    """List the command of the entry point ``plugin`` without loading it; parsing it loads it and parses its
+    arguments again with its own options."""
+    dist = getattr(plugin, "dist", None)
+    help_ = PLUGIN_HELP.get(plugin.name) or f"a command of {dist.name if dist else plugin.value.split(':')[0]}"
+
+    def deferred(args) -> int:
+        again = build_parser(load={args.command}).parse_args([args.command, *args.rest])
+        again.debug = args.debug
+        return again.func(again)
+
+    _add_without_options(sub, plugin.name, help_, deferred)
+
+
+def _add_without_options(sub, name: str, help_: str, func) -> None:
+    # (no options of its own, so that every argument reaches ``func``)
+    p = sub.add_parser(name, help=help_, add_help=False, prefix_chars="\0")
+    p.add_argument("rest", nargs="*")
+    p.set_defaults(func=func)
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command an argument list names (deepgp's own options take no value), or None."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    return next((a for a in argv[:end] if not a.startswith("-")), None)
+
+
+def _missing_plugin(command: str | None) -> str | None:
     """The one-line error for a command of :data:`PLUGIN_INSTALL` whose package is not installed, else None."""
-    command = next((a for a in argv if not a.startswith("-")), None)
     if command not in PLUGIN_INSTALL or any(p.name == command for p in plugins()):
         return None
     return f"deepgp: error: `deepgp {command}` comes with {PLUGIN_INSTALL[command]}"
@@ -122,12 +157,13 @@ def _warning_line(prog: str):
 def main(argv=None) -> int:
     """``deepgp``: parse the command line and run its command."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    end = argv.index("--") if "--" in argv else len(argv)
-    missing = _missing_plugin(argv[:end])
+    command = _command(argv)
+    missing = _missing_plugin(command)
     if missing is not None:
         print(missing, file=sys.stderr)
         return 2
-    return run(build_parser, argv)
+    # only the command that is run loads the package that adds it: `deepgp fit` imports no harness
+    return run(functools.partial(build_parser, load=(command,) if command else ()), argv)
 
 
 def run(build: Callable[[], argparse.ArgumentParser], argv=None, prog: str = "deepgp") -> int:

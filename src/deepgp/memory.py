@@ -25,7 +25,8 @@ from dataclasses import replace
 import torch
 
 from .layers import GPLayer
-from .runtime import float32_products_enabled
+from .linalg import Numerics
+from .runtime import training_numerics
 from .validation import check_device
 
 LIMIT_ENV = "DEEPGP_MEMORY_LIMIT"  # bytes, or with a unit: "8G", "512M", "2.5GB"; "0"/"off": no check
@@ -254,16 +255,17 @@ def check_training(cls, architecture, config, num_data: int, input_dim: int, out
     with torch.device("meta"):  # (at most num_data inducing points: DeepGP.from_config takes no more)
         model = cls.build(replace(architecture, num_inducing=min(architecture.num_inducing, num_data)),
                           input_dim, output_dim, num_data)
-    check_fit(model, num_data, config.resolved(), device)
+    check_fit(model, num_data, config.resolved(), device, numerics=training_numerics())
 
 
-def check_fit(model, num_data: int, config, device=None) -> None:
+def check_fit(model, num_data: int, config, device=None, *, numerics: Numerics) -> None:
     """A :class:`MemoryBudgetError` if training ``model`` (on ``device``, else its own) on ``num_data`` points
-    by the resolved TrainConfig ``config`` needs more memory than is available (:func:`fit_bytes`), naming
-    the setting the estimate grows with most (:func:`dominant_setting`): K, B, or one of the model's, for
-    which the model is built again on the ``meta`` device (nothing allocated) with that setting at 1."""
+    by the resolved TrainConfig ``config``, stepping with the :class:`~deepgp.linalg.Numerics` ``numerics``,
+    needs more memory than is available (:func:`fit_bytes`), naming the setting the estimate grows with most
+    (:func:`dominant_setting`): K, B, or one of the model's, for which the model is built again on the
+    ``meta`` device (nothing allocated) with that setting at 1."""
     device = device or model.device
-    products = torch.float32 if float32_products_enabled() else None
+    products = numerics.products_dtype
 
     def estimate(**changed) -> float:
         step = replace(config, **{k: v for k, v in changed.items() if k in STEP_SIZES})

@@ -3,7 +3,8 @@ CRPS and the Shapiro–Wilk statistic of the predictive draws (docs/paper-vs-cod
 
 :func:`split_metrics` is the paper's evaluation of one split, in standardised units. Its four
 metrics come from ONE propagation of S predictive draws per test point: propagation is nearly all
-of the evaluation cost (≈ 0.1 s per test point at S = 2000, M = 128 on one slow core), so the KDE,
+of the evaluation cost (each draw solves against every layer's M × M factors, O(M²) flops per draw
+and output, where the metrics take O(1) per draw, and O(log S) for Shapiro–Wilk's sort), so the KDE,
 the mixture, the RMSE and Shapiro–Wilk share the same draws' final-layer moments.
 :func:`regressor_metrics` is ``deepgp evaluate``'s, in the units of y (point by point:
 :func:`regressor_pointwise`).

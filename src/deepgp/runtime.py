@@ -10,7 +10,7 @@ never touched, and under another allocator it is a plain allocation; the arithme
 result, is the same either way.
 
 Opt-out: set the environment variable ``DEEPGP_SETTLE_HEAP=0`` (or ``false``, ``no``, ``off``);
-it is read at each call.
+``fit`` reads it when it starts (:class:`Environment`).
 
 :func:`training_numerics` (made by :func:`deepgp.fit` when it starts, and passed down to the bound
 it steps on): in float64 models, the products R_lᵀA of the marginal conditionals, the largest GEMMs
@@ -19,11 +19,15 @@ by about 10⁻⁶ of itself, far below the Monte Carlo noise of the bound being 
 LV-GP-GP step takes about 0.75× the time on the CPU (benchmarks/README.md, step_time.py).
 Predictions, and bounds evaluated outside ``fit``, are float64 throughout. Opt-out:
 ``DEEPGP_FLOAT32_PRODUCTS=0`` (read when ``fit`` starts).
+
+:class:`Environment`: the three opt-outs ``fit`` obeys (these two and ``DEEPGP_CAPTURE``), read once when
+it starts and passed down to what they switch.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -33,29 +37,51 @@ from .linalg import Numerics
 GLIBC_MMAP_THRESHOLD_MAX = 32 << 20
 SETTLE_HEAP_ENV = "DEEPGP_SETTLE_HEAP"
 FLOAT32_PRODUCTS_ENV = "DEEPGP_FLOAT32_PRODUCTS"
-OFF = ("0", "false", "no", "off")  # values of an opt-out variable (and of DEEPGP_CAPTURE) that switch it off
+CAPTURE_ENV = "DEEPGP_CAPTURE"
+OFF = ("0", "false", "no", "off")  # values of an opt-out variable that switch it off
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The opt-outs :func:`deepgp.fit` obeys, each True unless its variable is ``0``/``false``/``no``/``off``:
+    ``capture``, capture the steps on a GPU where fit's ``capture`` is None (``DEEPGP_CAPTURE``);
+    ``float32_products``, the R_lᵀA products in float32 (``DEEPGP_FLOAT32_PRODUCTS``); ``settle_heap``,
+    :func:`settle_heap` before the first step (``DEEPGP_SETTLE_HEAP``)."""
+
+    capture: bool = True
+    float32_products: bool = True
+    settle_heap: bool = True
+
+    @classmethod
+    def read(cls) -> Environment:
+        """The three variables as the process's environment sets them now (each read once)."""
+        return cls(capture=not opted_out(CAPTURE_ENV), float32_products=not opted_out(FLOAT32_PRODUCTS_ENV),
+                   settle_heap=not opted_out(SETTLE_HEAP_ENV))
+
+    @property
+    def numerics(self) -> Numerics:
+        """The numerics fit steps with: the R_lᵀA products in float32 (for float64 models; float32 ones
+        compute in float32 throughout) where ``float32_products``, else in the model's dtype."""
+        return Numerics(products_dtype=torch.float32 if self.float32_products else None)
 
 
 def settle_heap(device: torch.device | str) -> bool:
     """Allocate and free one untouched block of just under 32 MiB on the CPU, so that glibc keeps
     the memory a training step frees instead of returning it to the operating system.
 
-    Does nothing for other devices or when ``DEEPGP_SETTLE_HEAP`` is ``0``/``false``/``no``/``off``.
+    Does nothing for other devices (fit calls it only where ``DEEPGP_SETTLE_HEAP`` is not off).
     Returns whether the block was allocated.
     """
     if torch.device(device).type != "cpu":
-        return False
-    if opted_out(SETTLE_HEAP_ENV):
         return False
     torch.empty(GLIBC_MMAP_THRESHOLD_MAX - (1 << 20), dtype=torch.uint8)  # allocated and freed at once
     return True
 
 
 def training_numerics() -> Numerics:
-    """The numerics :func:`deepgp.fit` steps with: the R_lᵀA products in float32 (for float64 models; float32
-    ones compute in float32 throughout), or in the model's dtype where ``DEEPGP_FLOAT32_PRODUCTS`` is
-    ``0``/``false``/``no``/``off`` (read at this call)."""
-    return Numerics(products_dtype=torch.float32 if float32_products_enabled() else None)
+    """The numerics :func:`deepgp.fit` steps with where the environment is as now: the R_lᵀA products in float32
+    unless ``DEEPGP_FLOAT32_PRODUCTS`` is off (read at this call; :attr:`Environment.numerics`)."""
+    return Environment(float32_products=float32_products_enabled()).numerics
 
 
 def float32_products_enabled() -> bool:

@@ -20,11 +20,8 @@ import torch
 from .capture import CapturedStep
 from .linalg import Numerics
 from .natgrad import NaturalGradient
-from .runtime import opted_out
 
 log = logging.getLogger(__name__)
-
-CAPTURE_ENV = "DEEPGP_CAPTURE"
 
 
 class StepResult(NamedTuple):
@@ -121,13 +118,13 @@ class Captured:
                      self.redone, iterations)
 
 
-def capture_mode(capture: bool | None, device: torch.device) -> tuple[bool, bool]:
+def capture_mode(capture: bool | None, device: torch.device, by_default: bool) -> tuple[bool, bool]:
     """(captured steps, recorded as a CUDA graph) for fit's ``capture`` on ``device``: None is captured on a
-    GPU unless the environment sets ``DEEPGP_CAPTURE=0`` (read here); True on the CPU runs the captured
-    step without a graph."""
+    GPU where ``by_default`` (fit: unless ``DEEPGP_CAPTURE`` is off, :class:`deepgp.runtime.Environment`);
+    True on the CPU runs the captured step without a graph."""
     if capture not in (None, True, False):
         raise ValueError(f"capture must be True, False or None (on a GPU), got {capture!r}")
     if capture is None:
-        capture = device.type == "cuda" and not opted_out(CAPTURE_ENV)
+        capture = device.type == "cuda" and by_default
     return bool(capture), bool(capture) and device.type == "cuda"
 

@@ -26,7 +26,7 @@ from .config import TrainConfig, gamma_at
 from .early_stopping import EarlyStopping, split_rows
 from .linalg import Numerics, seeded
 from .natgrad import MAX_SKIPPED_IN_A_ROW, NaturalGradient
-from .runtime import settle_heap, training_numerics
+from .runtime import Environment, settle_heap
 from .steps import Captured, Eager, Step, capture_mode
 from .validation import as_xy, check_magnitude, check_positive_int
 
@@ -132,12 +132,13 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
     ``MAX_SKIPPED_IN_A_ROW`` in a row (the step ``gamma`` is too large).
     """
     started = time.perf_counter()
+    env = Environment.read()  # the opt-outs, passed down from here
+    numerics = env.numerics  # the R_lᵀA products in float32 unless DEEPGP_FLOAT32_PRODUCTS=0
     settings.update({k: v for k, v in (("method", method), ("num_samples", num_samples)) if v is not None})
     cfg = _resolved(train_config(config, settings))
-    X, Y, stopping, saved = _prepared(model, X, Y, cfg, checkpoint, checkpoint_every)
+    X, Y, stopping, saved = _prepared(model, X, Y, cfg, checkpoint, checkpoint_every, numerics)
     objective, natural = _objective(cfg, model), _natural_gradient(cfg, model)
-    captured, graph = capture_mode(capture, model.device)
-    numerics = training_numerics()  # the R_lᵀA products in float32 unless DEEPGP_FLOAT32_PRODUCTS=0
+    captured, graph = capture_mode(capture, model.device, env.capture)
     adam = _optimiser(model, natural, cfg.lr, graph)
     schedule = torch.optim.lr_scheduler.StepLR(adam, step_size=cfg.decay_every, gamma=cfg.decay)
     with seeded(cfg.seed, model.device):
@@ -146,7 +147,8 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
         start = saved.resume(run) if saved is not None and saved.exists() else 0
         end = start if stopping is not None and stopping.stopped_at is not None else cfg.iterations  # (it had stopped)
         step = _step(run, X, Y, objective, numerics, natural, cfg, captured, graph)
-        settle_heap(model.device)  # deepgp.runtime: fewer page faults per step; DEEPGP_SETTLE_HEAP=0 opts out
+        if env.settle_heap:  # DEEPGP_SETTLE_HEAP=0 opts out
+            settle_heap(model.device)  # deepgp.runtime: fewer page faults per step
         bar = tqdm(total=cfg.iterations, initial=start, disable=not progress, desc=f"{model.spec} {cfg.method}",
                    leave=False)
         model.train()
@@ -176,16 +178,16 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
     return History(run.history, time.perf_counter() - started, stopping)
 
 
-def _prepared(model, X, Y, cfg: ResolvedTrainConfig, checkpoint, checkpoint_every) -> tuple:
-    """Everything fit checks and sets up before its first step: (X, Y) as tensors of the rows trained on,
-    early stopping on the rows held out (None without it), the :class:`Checkpoint` (None without one).
-    ``model.num_data`` becomes the number of rows trained on."""
+def _prepared(model, X, Y, cfg: ResolvedTrainConfig, checkpoint, checkpoint_every, numerics: Numerics) -> tuple:
+    """Everything fit checks and sets up before its first step (stepping with ``numerics``): (X, Y) as tensors
+    of the rows trained on, early stopping on the rows held out (None without it), the :class:`Checkpoint`
+    (None without one). ``model.num_data`` becomes the number of rows trained on."""
     check_positive_int("checkpoint_every", checkpoint_every)
     if checkpoint is not None:
         storage.check_writable(checkpoint, "the checkpoint")  # now, not after the first thousand iterations
     X, Y = as_xy(X, Y, model.dtype, model.device, model.input_dim, model.output_dim, min_rows=2)
     check_magnitude(X, Y, model.dtype)
-    memory.check_fit(model, X.shape[0], cfg)  # refused now, not by the operating system mid-step
+    memory.check_fit(model, X.shape[0], cfg, numerics=numerics)  # refused now, not by the operating system mid-step
     stopping, rows = None, None
     if cfg.early_stopping:
         rows = split_rows(len(X), cfg.validation_fraction, cfg.seed)

@@ -66,7 +66,7 @@ def register_benchmark(sub) -> None:
     """Add ``benchmark`` (the entry point ``deepgp benchmark`` loads)."""
     p = sub.add_parser(
         "benchmark",
-        help="run the UCI benchmark grid into a resumable results CSV",
+        help=cli.PLUGIN_HELP["benchmark"],
         description="Train and evaluate every (dataset, model, method, split) not yet in --results; "
         "one row per finished configuration (and per --snapshots budget), appended atomically (rerun the same "
         "command to resume). Several runs may share one --results file: each takes the configurations the others "
@@ -107,8 +107,7 @@ def register_benchmark(sub) -> None:
 
 def register_report(sub) -> None:
     """Add ``report`` (the entry point ``deepgp report`` loads)."""
-    r = sub.add_parser("report", help="Markdown table of a results CSV beside the paper's Table 1, or of deepgp's "
-                       "time to quality beside the peers' (--peers)")
+    r = sub.add_parser("report", help=cli.PLUGIN_HELP["report"])
     r.add_argument("results", nargs="?", default=None,
                    help="results CSV written by `deepgp benchmark` (not with --peers)")
     r.add_argument("--paper", default=None,
