@@ -122,8 +122,7 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
         capture: replay each iteration from a CUDA graph (:mod:`deepgp.capture`). None (the
             default): on a GPU, unless the environment sets ``DEEPGP_CAPTURE=0``. On the CPU,
             True runs the same step on fixed buffers without a graph (never faster: for tests).
-    Reproducible under ``seed``; the caller's global torch RNG state is left untouched. The environment
-    (``DEEPGP_CAPTURE``, ``DEEPGP_FLOAT32_PRODUCTS``, ``DEEPGP_SETTLE_HEAP``) is read here, once.
+    Reproducible under ``seed`` (the caller's torch RNG state untouched); the environment's switches are read once.
 
     A checkpoint (:class:`deepgp.checkpoint.Checkpoint`) records a fingerprint of the training data and
     of every setting but ``iterations`` (which may grow between runs); resuming with other data or
@@ -132,11 +131,10 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
     ``MAX_SKIPPED_IN_A_ROW`` in a row (the step ``gamma`` is too large).
     """
     started = time.perf_counter()
-    env = Environment.read()  # the opt-outs, passed down from here
-    numerics = env.numerics  # the R_lᵀA products in float32 unless DEEPGP_FLOAT32_PRODUCTS=0
+    env = Environment.read()  # the opt-outs, passed down from here (numerics: R_lᵀA in float32 unless opted out)
     settings.update({k: v for k, v in (("method", method), ("num_samples", num_samples)) if v is not None})
     cfg = _resolved(train_config(config, settings))
-    X, Y, stopping, saved = _prepared(model, X, Y, cfg, checkpoint, checkpoint_every, numerics)
+    X, Y, stopping, saved = _prepared(model, X, Y, cfg, checkpoint, checkpoint_every, env.numerics)
     objective, natural = _objective(cfg, model), _natural_gradient(cfg, model)
     captured, graph = capture_mode(capture, model.device, env.capture)
     adam = _optimiser(model, natural, cfg.lr, graph)
@@ -146,7 +144,7 @@ def fit(model, X, Y, method: str | None = None, num_samples: int | None = None, 
                             early_stopping=stopping)
         start = saved.resume(run) if saved is not None and saved.exists() else 0
         end = start if stopping is not None and stopping.stopped_at is not None else cfg.iterations  # (it had stopped)
-        step = _step(run, X, Y, objective, numerics, natural, cfg, captured, graph)
+        step = _step(run, X, Y, objective, env.numerics, natural, cfg, captured, graph)
         if env.settle_heap:  # DEEPGP_SETTLE_HEAP=0 opts out
             settle_heap(model.device)  # deepgp.runtime: fewer page faults per step
         bar = tqdm(total=cfg.iterations, initial=start, disable=not progress, desc=f"{model.spec} {cfg.method}",
