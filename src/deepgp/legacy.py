@@ -54,7 +54,7 @@ _numpy_compatible_pickle = types.SimpleNamespace(
 
 
 def read_legacy(path) -> tuple[str, dict]:
-    """(kind, tree) of a deepgp 0.1 file, the tree laid out as :func:`read` gives the current format.
+    """(kind, tree) of a deepgp 0.1 file, the tree laid out as :func:`deepgp.storage.read` gives the current format.
 
     **This unpickles the file, which runs any code it contains**: only for a file whose origin is
     trusted, behind an explicit ``trust=True`` or ``deepgp convert --trust``.
