@@ -405,13 +405,6 @@ def _convert(args) -> int:
     return 0
 
 
-def _figure_output(path, inputs=()) -> None:
-    """A figure's file: .png or .pdf, in a folder that exists, writable, none of the inputs (checked before
-    drawing; nothing is made, so a refused command leaves no trace)."""
-    check_output(path, "the figure", inputs)
-    check_figure_path(path)  # (its suffix, and a file there of another kind kept)
-
-
 def _load_models(paths) -> dict:
     """The model files by panel title; they must share their input columns (the data are read by the first's)."""
     regs = dict(zip(_unique_names(paths), (load_regressor(p) for p in paths)))
@@ -424,7 +417,7 @@ def _load_models(paths) -> dict:
 
 
 def _plot_prior(args) -> int:
-    _figure_output(args.out)  # before the drawing, not after
+    check_figure_path(args.out)  # before the drawing, not after (nothing is made)
     specs = _names(args.models)
     if not specs:
         raise ValueError("--models names no models; give comma-separated specs such as GP,LV-GP")
@@ -435,7 +428,7 @@ def _plot_prior(args) -> int:
 
 
 def _plot_posterior(args) -> int:
-    _figure_output(args.out, [*args.models, *([args.data] if args.data else [])])
+    check_figure_path(args.out, [*args.models, *([args.data] if args.data else [])])
     regs = _load_models(args.models)
     for name, reg in regs.items():
         if reg.n_features_in_ != 1:
@@ -458,7 +451,7 @@ def _plot_posterior(args) -> int:
 
 
 def _plot_marginals(args) -> int:
-    _figure_output(args.out, [*args.models, args.data])
+    check_figure_path(args.out, [*args.models, args.data])
     regs = _load_models(args.models)
     X, _ = _model_data(next(iter(regs.values())), args.data, need_target=False)
     points = min(args.points, len(X))  # (marginals_figure shows at most every row once)

@@ -82,9 +82,9 @@ def from_tree(cls, tree: dict, path="the file", device=None):
     except (ValueError, TypeError, RuntimeError) as err:
         raise ValueError(f"{path} is damaged: its parameters do not fit its architecture "
                          f"({' '.join(str(err).split())[:300]})") from None
+    if wrong is not None:
+        raise ValueError(f"{path} is damaged: {wrong}")
     try:
-        if wrong is not None:
-            raise ValueError(wrong)
         check_parameters(model)
     except ValueError as err:
         raise ValueError(f"{path} is damaged: {err}") from None

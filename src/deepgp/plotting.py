@@ -43,14 +43,15 @@ def _unwrap(model) -> tuple[DeepGP, Standardizer, Standardizer]:
     raise ValueError(f"expected a DeepGP or a DeepGPRegressor, got {type(model).__name__}")
 
 
-def check_figure_path(path) -> Path:
+def check_figure_path(path, inputs=(), outputs=()) -> Path:
     """``path`` as a Path if it ends in .png or .pdf and a figure may be written there (its folder exists;
-    a file there is a figure, or empty: any other file is never replaced); a ValueError otherwise (call
-    before drawing)."""
+    none of the command's ``inputs`` or other ``outputs``, as :func:`deepgp.storage.check_output` takes
+    them; a file there is a figure, or empty: any other file is never replaced); a ValueError otherwise
+    (call before drawing)."""
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
         raise ValueError(f"figure file must end in one of {FORMATS}, got {path.name!r}")
-    return check_output(path, "the figure", kind=kinds.FIGURE)
+    return check_output(path, "the figure", inputs, outputs, kind=kinds.FIGURE)
 
 
 def save_figure(fig, path) -> Path:

@@ -346,9 +346,14 @@ def read(path, kind: str, trust: bool = False):
         raise ValueError(f"{path} is not {WHAT[kind]}{other}")
     with written_by(path):  # (a newer deepgp may spell its contents in a way this one does not know)
         named: list = []  # the tensors the tree refers to: each tensor written is named once
+
+        def note_reference(obj: dict) -> dict:  # (json calls it on every object it parses)
+            if obj.keys() == {"$tensor"}:
+                named.append(obj["$tensor"])
+            return obj
+
         try:
-            tree = json.loads(meta["tree"], object_hook=lambda d: named.append(d["$tensor"]) or d
-                              if d.keys() == {"$tensor"} else d)
+            tree = json.loads(meta["tree"], object_hook=note_reference)
             value, unnamed = unpack(tree, tensors), sorted(set(tensors) - set(named))
         except (KeyError, TypeError, ValueError, RecursionError) as err:
             raise ValueError(f"{path} is damaged: its contents do not parse ({type(err).__name__})") from None

@@ -239,8 +239,7 @@ def _check_outputs(args, inputs: list) -> None:
     if args.out is not None:
         check_output(args.out, "the report", inputs, [("the figure", args.figure)], kind=REPORT)
     if args.figure is not None:
-        check_output(args.figure, "the figure", inputs, [("the report", args.out)])
-        check_figure_path(args.figure)  # (its suffix, and a file there of another kind kept)
+        check_figure_path(args.figure, inputs, [("the report", args.out)])
     if args.out is not None and Path(args.out).suffix.lower() != ".md":  # (a .json or .csv would hold Markdown)
         raise ValueError(f"--out: the report is Markdown: give a file ending in .md, got {Path(args.out).name!r}")
 
