@@ -117,7 +117,7 @@ class DeepGPPeer(Peer):
             training = est.model_.training
             values = evaluate()
             est.model_.train(training)  # (prediction leaves the model in eval mode)
-            curve.append({"iterations": t + 1, "seconds": round(wall - started - spent[0], 3),
+            curve.append({"iterations": t + 1, "seconds": wall - started - spent[0],
                           "log_density": values["log_density"], "kde": values["kde"]})
             spent[0] += time.perf_counter() - wall
             spent[1] += time.process_time() - cpu
@@ -125,8 +125,8 @@ class DeepGPPeer(Peer):
         est.callback = record
         est.fit(X, y)
         self.curve = curve if evaluate is not None else None
-        self.fit_info = {"iterations": len(est.history_), "curve_seconds": round(spent[0], 3),
-                         "curve_cpu_seconds": round(spent[1], 3)}
+        self.fit_info = {"iterations": len(est.history_), "curve_seconds": spent[0],
+                         "curve_cpu_seconds": spent[1]}
         return self
 
     def log_density(self, X, y):
