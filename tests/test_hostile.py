@@ -166,7 +166,9 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
         # found by a hostile session: each was a traceback, a silent wrong answer, or worse
         ([*fit, *out[:1], str(data)], 2, "it is the command's own input"),
         ([*fit, "--inputs", "x1,x1", *out], 2, "names column(s) ['x1'] more than once"),
-        ([*fit, "--inputs", ",", *out], 2, "--inputs names no columns"),
+        ([*fit, "--inputs", ",", *out], 2, "--inputs names nothing"),
+        ([*fit, "--inputs", "x1,,x2", *out], 2, "--inputs has an empty item"),
+        ([*fit, "--encoder-hidden", "8,,4", *out], 2, "argument --encoder-hidden: must be comma-separated"),
         ([*fit, "--device", "meta", *out], 2, "device must be 'cpu' or a CUDA device"),
         ([*fit, "--seed", "99999999999999999999", *out], 2, "argument --seed: must be an integer <="),
         (["fit", str(fifo), "--target", "y", *FAST, *out], 2, "is not a regular file"),
@@ -177,7 +179,8 @@ def bad_invocations(d, data, model, tmp) -> list[tuple[list[str], int, str]]:
         (["plot", "marginals", str(model), str(one_input), "--data", str(data), "--out", str(tmp / "m.png")], 2,
          "plot models of the same inputs together"),
         (["plot", "marginals", str(model), "--data", str(data), "--samples", "1"], 2, "argument --samples"),
-        (["plot", "prior", "--models", "", "--out", str(tmp / "p.png")], 2, "--models names no models"),
+        (["plot", "prior", "--models", "", "--out", str(tmp / "p.png")], 2, "--models names nothing"),
+        (["plot", "prior", "--models", "GP,", "--out", str(tmp / "p.png")], 2, "--models has an empty item"),
         (["convert", str(fifo), str(tmp / "x.safetensors"), "--trust"], 2, "is not a regular file"),
         ([*fit, "--lr", "1000", "--model", "LV-GP-GP", *out], 1, "lr=1000"),
     ]

@@ -94,9 +94,10 @@ def add_settings(parser: argparse.ArgumentParser, config_class, skip=(), default
 
 
 def positive_ints(text: str, like: str = "") -> tuple[int, ...]:
-    """Comma-separated integers >= 1 (an option's type), or argparse's error; ``like``: an example for it."""
+    """Comma-separated integers >= 1 (an option's type), or argparse's error; ``like``: an example for it.
+    An empty item ("8,,4", "8,") is an error, not an item dropped."""
     try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
+        values = tuple(int(v) for v in text.split(","))
     except ValueError:
         values = ()
     if not values or min(values) < 1:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import kinds, legacy, storage
-from .arguments import HelpFormatter, add_settings, at_least, count, positive_int, seed
+from .arguments import HelpFormatter, add_settings, at_least, comma_items, count, positive_int, seed
 from .config import ModelConfig, TrainConfig, parse_spec, settings_of
 from .demo import config_from_args, run_demo, score_table
 from .estimator import DeepGPRegressor, check_quantile_draws
@@ -42,8 +42,9 @@ from .validation import torch_dtype
 DEFAULT_QUANTILES = "0.05,0.5,0.95"
 
 
-def _names(text: str | None) -> list[str] | None:
-    return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
+def _names(text: str | None, option: str) -> list[str] | None:
+    """``option``'s comma-separated names (None where not given); an empty item is refused, not dropped."""
+    return None if text is None else comma_items(text, option)
 
 
 def _levels(text: str) -> list[float]:
@@ -264,7 +265,7 @@ def _add_plot_marginals(kinds) -> None:
 
 # -- handlers -----------------------------------------------------------------------------------
 def _demo(args) -> int:
-    scores = run_demo(args.out, models=tuple(_names(args.models)),
+    scores = run_demo(args.out, models=tuple(_names(args.models, "--models")),
                       config=config_from_args(args.quick, args.iterations, args.long), progress=not args.no_progress)
     exact = json.loads((Path(args.out) / "scores.json").read_text())["exact"]  # (computed once, by the demo)
     print("\n" + score_table(scores, exact=exact))
@@ -274,7 +275,7 @@ def _demo(args) -> int:
 def _fit(args) -> int:
     check_output(args.out, "the model", [args.data], kind=kinds.MODEL_FILE)  # before training, not after it
     columns = read_csv(args.data)
-    inputs = choose_inputs(columns, args.target, _names(args.inputs))
+    inputs = choose_inputs(columns, args.target, _names(args.inputs, "--inputs"))
     X, y = select(columns, inputs), select(columns, [args.target])[:, 0]
     settings = {**settings_of(ModelConfig, vars(args)), **settings_of(TrainConfig, vars(args)), "device": args.device}
     if args.predict_samples is not None:
@@ -418,9 +419,7 @@ def _load_models(paths) -> dict:
 
 def _plot_prior(args) -> int:
     check_figure_path(args.out)  # before the drawing, not after (nothing is made)
-    specs = _names(args.models)
-    if not specs:
-        raise ValueError("--models names no models; give comma-separated specs such as GP,LV-GP")
+    specs = _names(args.models, "--models")
     for s in specs:
         parse_spec(s)  # a bad spec fails before any drawing
     print(f"wrote {save_figure(prior_figure(specs, num_draws=args.draws, seed=args.seed), args.out)}")
