@@ -13,7 +13,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROO
 
 
 def _names(pattern: str) -> list[tuple[str, str]]:
-    found = {(m.group(1), p.relative_to(ROOT).as_posix()) for p in PAGES for m in re.finditer(pattern, p.read_text(encoding="utf-8"))}
+    found = {(m.group(1), p.relative_to(ROOT).as_posix())
+             for p in PAGES for m in re.finditer(pattern, p.read_text(encoding="utf-8"))}
     return sorted(found)
 
 
@@ -90,7 +91,8 @@ def test_code_comments_name_no_commit():
     """Comments and docstrings say why, not which commit: a commit's hash means nothing to a reader of
     the code (and is lost with a rebase); the measurements behind a choice are on the benchmark pages."""
     files = [p for folder in ("src", "benchmarks") for p in sorted((ROOT / folder).rglob("*.py"))]
-    named = [f"{p.relative_to(ROOT)}:{i}" for p in files for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+    named = [f"{p.relative_to(ROOT)}:{i}" for p in files
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if re.search(r"\bcommits? [0-9a-f]{7,40}\b", line)]
     assert not named, f"commit hashes in code: {named}"
 

@@ -334,7 +334,8 @@ def test_the_report_is_written_only_to_a_markdown_file(files, tmp_path, capsys):
         assert "--out: the report is Markdown: give a file ending in .md" in _error(
             [*base, "--out", str(tmp_path / name)], capsys)
         assert not (tmp_path / name).exists()
-    assert main([*base, "--out", str(tmp_path / "o.MD")]) == 0 and (tmp_path / "o.MD").read_text(encoding="utf-8").startswith("# ")
+    assert main([*base, "--out", str(tmp_path / "o.MD")]) == 0
+    assert (tmp_path / "o.MD").read_text(encoding="utf-8").startswith("# ")
 
 
 def test_an_empty_item_in_the_datasets_shown_is_refused(files, capsys):
