@@ -39,6 +39,18 @@ def bimodal(n, seed):
     return x, sign * np.sin(3 * x) + 0.05 * rng.standard_normal((n, 1))
 
 
+def only_meta_builds(monkeypatch):
+    """Make ``DeepGP.build`` fail the test unless it builds on the meta device: counting a file's parameters
+    there allocates nothing; a real build of a crafted file's architecture would."""
+    real_build = deepgp.DeepGP.build.__func__
+
+    def build(cls, *args, **kwargs):
+        assert torch.get_default_device().type == "meta", "the crafted file's architecture was built"
+        return real_build(cls, *args, **kwargs)
+
+    monkeypatch.setattr(deepgp.DeepGP, "build", classmethod(build))
+
+
 def far_magnitude(where: float, top: float) -> float:
     """|x| from 1e30 (``where`` = 0) to ``top``, a dtype's largest number (``where`` = 1), evenly in log:
     inputs far from any data."""

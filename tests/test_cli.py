@@ -353,10 +353,10 @@ def test_a_package_adds_its_command_through_the_entry_point_group(monkeypatch, c
 
     plugin = FakeEntryPoint("hello", lambda: register)
     monkeypatch.setattr(cli, "plugins", lambda: [plugin])
-    assert "say hello" in build_parser(load={"hello"}).format_help()
+    assert "say hello" in " ".join(build_parser(load={"hello"}).format_help().split())  # (wrapped to the terminal)
     plugin.loads = 0
     # listed without loading its package, by the package's name; other commands load nothing
-    assert re.search(r"hello\s+a command of somewhere\n", build_parser().format_help()) and plugin.loads == 0
+    assert re.search(r"hello\s+a\s+command\s+of\s+somewhere\n", build_parser().format_help()) and plugin.loads == 0
     with pytest.raises(SystemExit):
         main(["fit", "--help"])
     assert plugin.loads == 0 and "usage: deepgp fit" in capsys.readouterr().out
@@ -373,7 +373,8 @@ def test_an_added_command_that_fails_to_load_fails_alone_in_one_line(monkeypatch
         raise ModuleNotFoundError("No module named 'zuko'")
 
     monkeypatch.setattr(cli, "plugins", lambda: [FakeEntryPoint("hello", broken)])
-    assert "not available: No module named 'zuko'" in build_parser(load={"hello"}).format_help()
+    help_words = " ".join(build_parser(load={"hello"}).format_help().split())  # (wrapped to the terminal's width)
+    assert "not available: No module named 'zuko'" in help_words
     assert main(["hello", "--to", "you", "-h"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "deepgp hello: error: the package that adds `deepgp hello`" in err

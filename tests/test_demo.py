@@ -119,7 +119,7 @@ def test_help_states_the_budgets(capsys):
 def test_tutorial_runs_as_written(tmp_path, monkeypatch, capsys):
     # docs/tutorial.md is the demo written out: its code, pasted as is, must run against the current
     # API (here at the --quick budget, as DemoConfig() is the tutorial's one source of settings)
-    text = (Path(__file__).parents[1] / "docs" / "tutorial.md").read_text()
+    text = (Path(__file__).parents[1] / "docs" / "tutorial.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert len(blocks) >= 4 and "DemoConfig()" in blocks[0]
     monkeypatch.setattr(deepgp.demo, "DemoConfig", lambda: replace(QUICK, iterations=100))

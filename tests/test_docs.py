@@ -13,7 +13,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROO
 
 
 def _names(pattern: str) -> list[tuple[str, str]]:
-    found = {(m.group(1), p.relative_to(ROOT).as_posix()) for p in PAGES for m in re.finditer(pattern, p.read_text())}
+    found = {(m.group(1), p.relative_to(ROOT).as_posix())
+             for p in PAGES for m in re.finditer(pattern, p.read_text(encoding="utf-8"))}
     return sorted(found)
 
 
@@ -60,7 +61,7 @@ def _result_paths() -> list[tuple[str, str]]:
     (`step_time_dtype_float{64,32}.json`); names with a wildcard or a placeholder are patterns, not files."""
     found = set()
     for page in PAGES:
-        prose = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        prose = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
         for m in re.finditer(r"`((?:[\w.-]+/)*results/[\w./{},*-]+\.jsonl?)`", prose):
             name = m.group(1)
             if "*" in name or re.search(r"[A-Z]{3,}", name):
@@ -90,7 +91,8 @@ def test_code_comments_name_no_commit():
     """Comments and docstrings say why, not which commit: a commit's hash means nothing to a reader of
     the code (and is lost with a rebase); the measurements behind a choice are on the benchmark pages."""
     files = [p for folder in ("src", "benchmarks") for p in sorted((ROOT / folder).rglob("*.py"))]
-    named = [f"{p.relative_to(ROOT)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+    named = [f"{p.relative_to(ROOT)}:{i}" for p in files
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if re.search(r"\bcommits? [0-9a-f]{7,40}\b", line)]
     assert not named, f"commit hashes in code: {named}"
 
@@ -99,7 +101,7 @@ def test_code_comments_name_no_commit():
 def test_readme_code_runs_as_written(tmp_path, monkeypatch):
     """The README's Python blocks, pasted as they are, run against the current API (at 30 iterations
     each instead of their thousands: what is checked is the code, not the fit)."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
     assert len(blocks) == 2
     monkeypatch.chdir(tmp_path)
     for i, code in enumerate(blocks):

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import only_meta_builds
 
 import deepgp
 from deepgp import DeepGPRegressor, memory, prediction, storage
@@ -59,13 +60,7 @@ def crafted(tmp_path, spec="GP-GP", D=12_000, hidden=12_000):
 def test_a_small_file_is_refused_before_its_architecture_is_built(tmp_path, monkeypatch):
     path, _ = crafted(tmp_path)
     assert path.stat().st_size < 300_000
-    real_build = deepgp.DeepGP.build.__func__
-
-    def build(cls, *args, **kwargs):  # counting on the meta device allocates nothing; a real build would
-        assert torch.get_default_device().type == "meta", "the crafted file's architecture was built"
-        return real_build(cls, *args, **kwargs)
-
-    monkeypatch.setattr(deepgp.DeepGP, "build", classmethod(build))
+    only_meta_builds(monkeypatch)
     with pytest.raises(ValueError, match=r"crafted.safetensors is damaged: its config describes 144072005 "
                                          r"parameters but it holds 60002$"):
         deepgp.DeepGP.load(path)
@@ -86,13 +81,7 @@ def test_a_regressor_file_is_refused_by_deepgp_predict_before_it_is_built(tmp_pa
                 x_scaler={"mean": torch.zeros(12_000).double(), "std": torch.ones(12_000).double()})
     storage.write(tmp_path / "reg.safetensors", storage.REGRESSOR, tree)
     (tmp_path / "d.csv").write_text(",".join(names) + "\n" + ",".join("1" for _ in names) + "\n")
-    real_build = deepgp.DeepGP.build.__func__
-
-    def build(cls, *args, **kwargs):
-        assert torch.get_default_device().type == "meta", "the crafted file's architecture was built"
-        return real_build(cls, *args, **kwargs)
-
-    monkeypatch.setattr(deepgp.DeepGP, "build", classmethod(build))
+    only_meta_builds(monkeypatch)
     assert main(["predict", str(tmp_path / "reg.safetensors"), str(tmp_path / "d.csv")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "reg.safetensors is damaged: its config describes 144072005 parameters" in err

@@ -21,7 +21,7 @@ def test_the_package_adds_its_commands_to_deepgp():
     assert {ep.name: ep.value for ep in cli.plugins()} == {"benchmark": "deepgp_bench.cli:register_benchmark",
                                                            "report": "deepgp_bench.cli:register_report"}
     for parser in (cli.build_parser(), bench_cli.build_parser()):
-        text = parser.format_help()
+        text = " ".join(parser.format_help().split())  # (argparse wraps the help to the terminal's width)
         assert "run the UCI benchmark grid" in text and "Markdown table of a results CSV" in text
 
 
@@ -40,7 +40,8 @@ def test_only_the_harness_commands_import_the_harness(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     fit, help_, benchmark = (json.loads(line[7:]) for line in out.splitlines() if line.startswith("loaded "))
     assert fit == [0, []] and help_ == [0, []]
-    assert "run the UCI benchmark grid" in out and "Markdown table of a results CSV" in out
+    words = " ".join(out.split())  # (argparse wraps the help to the terminal's width)
+    assert "run the UCI benchmark grid" in words and "Markdown table of a results CSV" in words
     assert benchmark[0] == 0 and "deepgp_bench.runner" in benchmark[1] and "--snapshots" in out
 
 

@@ -377,9 +377,9 @@ def test_render_and_update(tmp_path, monkeypatch):
     page = tmp_path / "conclusions.md"
     page.write_text("# Title\n\nCriteria, by hand.\n\n## Evidence and verdicts\n\nold\n")
     conclusions.update(page, text)
-    assert page.read_text() == "# Title\n\nCriteria, by hand.\n\n" + text
+    assert page.read_text(encoding="utf-8") == "# Title\n\nCriteria, by hand.\n\n" + text
     conclusions.update(page, text)  # again: the same page
-    assert page.read_text() == "# Title\n\nCriteria, by hand.\n\n" + text
+    assert page.read_text(encoding="utf-8") == "# Title\n\nCriteria, by hand.\n\n" + text
     assert not [f for f in os.listdir(tmp_path) if f.startswith("conclusions.md.")]  # no temporary file left
     (tmp_path / "other.md").write_text("# No section\n")
     with pytest.raises(ValueError, match="no line '## Evidence and verdicts'"):
@@ -406,7 +406,7 @@ def test_main_with_the_papers_tables(tmp_path, monkeypatch, capsys):
     assert "CVAE-50 below Linear where N < 1,000 | **reproduced** | 1 of 1" in text
     assert "(`t1.csv`, `s1.csv`)" in text and str(tmp_path) not in text  # the paper's tables by name only
     conclusions.main([str(results), "--out", str(tmp_path / "out.md")])
-    assert (tmp_path / "out.md").read_text().startswith(conclusions.HEADING)
+    assert (tmp_path / "out.md").read_text(encoding="utf-8").startswith(conclusions.HEADING)
 
 
 def test_the_data_folder_is_named_as_it_was_given(tmp_path, monkeypatch):

@@ -387,10 +387,14 @@ def test_deepgp_curve_time_and_non_finite_scores(data_dir, tmp_path, monkeypatch
 
     import deepgp_bench.peers.run as run
 
-    real = run.scores
+    real, real_clock, skipped = run.scores, time.perf_counter, [0.0]
+    # each evaluation takes an hour on the wall clock (skipped ahead, not slept): no host's own steps take as long
+    # (a slept half second was outlasted by the steps of a loaded host)
+    hour = 3600.0
+    monkeypatch.setattr(time, "perf_counter", lambda: real_clock() + skipped[0])
 
     def slow_and_infinite(*args, **kwargs):
-        time.sleep(0.5)
+        skipped[0] += hour
         means, per_point = real(*args, **kwargs)
         return {**means, "kde": float("-inf")}, per_point
 
@@ -400,9 +404,11 @@ def test_deepgp_curve_time_and_non_finite_scores(data_dir, tmp_path, monkeypatch
     row = json.loads(out.read_text())
     assert row["kde"] is None and [p["kde"] for p in row["curve"]] == [None] * 3
     assert row["non_finite"] == ["kde", "curve[10].kde", "curve[20].kde", "curve[40].kde"]
-    assert row["fit_info"]["curve_seconds"] >= 1.5  # three evaluations of at least 0.5 s
-    # the fit's seconds are the last point's and the few steps after it, without its 0.5 s evaluation
-    assert 0 <= row["fit_seconds"] - row["curve"][-1]["seconds"] < 0.5
+    assert row["fit_info"]["curve_seconds"] >= 3 * hour  # three evaluations of at least an hour
+    assert [p["seconds"] for p in row["curve"]] == sorted(p["seconds"] for p in row["curve"])
+    assert row["curve"][-1]["seconds"] < hour  # the points' seconds are the training's alone
+    # the fit's seconds are the last point's and the few steps after it, without its hour of evaluation
+    assert 0 <= row["fit_seconds"] - row["curve"][-1]["seconds"] < hour
 
 
 def test_deepgp_settings_are_checked():

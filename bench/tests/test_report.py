@@ -108,7 +108,7 @@ def test_the_tables_can_be_drawn_at_given_settings(tmp_path):
     assert "the tables' rows: those at the settings `inner_width=input` (the others at their defaults)" in text
     out = tmp_path / "report.md"
     assert main(["report", str(results), "--inner-width", "input", "--out", str(out)]) == 0
-    assert "| power | 0.10 / – | 0.20 / – |" in out.read_text()
+    assert "| power | 0.10 / – | 0.20 / – |" in out.read_text(encoding="utf-8")
     with pytest.raises(SystemExit) as exit_:
         main(["report", str(results), "--inner-width", "wide"])
     assert exit_.value.code == 2  # (argparse's one-line error naming the option)

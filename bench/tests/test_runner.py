@@ -377,14 +377,17 @@ def test_a_file_that_is_not_a_results_file_is_refused(tmp_path):
 
 
 # -- claims --------------------------------------------------------------------------------------
-HOLD = ("import filelock, sys, time; lock = filelock.FileLock(sys.argv[1], timeout=0); lock.acquire(); "
-        "print('held', flush=True); time.sleep(60)")
+# held until its standard input closes (it is killed, or the test's process ends): not for a fixed time, which a
+# slow host's run could outlast
+HOLD = ("import filelock, sys; lock = filelock.FileLock(sys.argv[1], timeout=0); lock.acquire(); "
+        "print('held', flush=True); sys.stdin.read()")
 
 
 def hold_claim(path: Path) -> subprocess.Popen:
     """Another process holding the claim at ``path`` (until it is killed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
     assert proc.stdout.readline().strip() == "held"
     return proc
 
