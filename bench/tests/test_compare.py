@@ -3,8 +3,10 @@ pass and its time ratio on rows with known answers, same-run deepgp curves taken
 figure, and one-line errors for bad files and outputs."""
 
 import json
+import re
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from deepgp.cli import main
 from deepgp_bench import compare
@@ -168,6 +170,13 @@ def test_the_command_writes_the_table_and_the_figure(files, tmp_path, capsys):
     assert sorted(list(ln.get_xdata()) for ln in panels[0].lines if ln.get_color() == "C0") == [
         [20.0, 40.0, 100.0], [20.0, 100.0]]
     assert {ln.get_ydata()[0] for ln in panels[0].lines if ln.get_marker() == "s"} == {0.5, 0.3}  # the ensemble
+    # seconds in plain numbers at the major ticks inside each panel, none at the minor ones (which overlap)
+    FigureCanvasAgg(fig).draw()
+    for ax in panels:
+        low, high = ax.get_xlim()
+        shown = [t.get_text() for t in ax.get_xticklabels() if low <= t.get_position()[0] <= high]
+        assert len(shown) >= 2 and all(re.fullmatch(r"[0-9.]+", t) for t in shown), shown
+        assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))
 
 
 def test_the_datasets_shown_can_be_chosen(files, capsys):

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .markdown import markdown_cell
 from .peers import DATASETS, peer_classes
@@ -553,6 +554,17 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _STYLES = ("-", "--", ":", "-.")
 
 
+def _seconds_axis(ax) -> None:
+    """A log-scale seconds axis labelled in plain numbers (20, 50, 100): at 1, 2 and 5 times each power of ten
+    where the data span less than two decades (where a decade's one tick would leave it unlabelled), else at the
+    powers of ten; minor ticks unlabelled (matplotlib labels them on a short axis, where they overlap)."""
+    ax.set_xscale("log")
+    low, high = ax.get_xlim()
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if high < 100 * low else (1.0,)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def figure(comparisons: list[SplitComparison], columns: int = 3) -> Figure:
     """Per data set a panel: test log density against wall seconds (log scale); deepgp's curves as
     lines (one per split, one colour, a line style per split), each peer as a point per split (a marker
@@ -580,12 +592,13 @@ def figure(comparisons: list[SplitComparison], columns: int = 3) -> Figure:
                             lw=0.6, alpha=0.5, zorder=2)
                 ax.plot(fit.fit_seconds, fit.log_density, marker, color=colours[name], ms=5, mec="white", mew=0.4,
                         zorder=4)
-        ax.set_xscale("log")
+        _seconds_axis(ax)
         ax.set_title(f"{d} (splits {_splits([c.split for c in cs])})", fontsize=9)
         ax.tick_params(labelsize=7)
         ax.grid(True, which="major", lw=0.3, alpha=0.5)
-    for ax in axes[-1]:
-        ax.set_xlabel("wall seconds (log scale)", fontsize=8)
+    for i, ax in enumerate(axes.flat[:len(groups)]):
+        if i + cols >= len(groups):  # (the lowest panel of its column)
+            ax.set_xlabel("wall seconds (log scale)", fontsize=8)
     for ax in axes[:, 0]:
         ax.set_ylabel("test log density", fontsize=8)
     for ax in list(axes.flat)[len(groups):]:
