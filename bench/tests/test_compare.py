@@ -75,6 +75,8 @@ def test_the_first_pass_and_its_time_ratio(files):
     assert "on 2 of 2 data sets at its last snapshot and on 2 of 2 at 5,000 iterations" in line
     assert "median time ratio to first pass 7.0× the best peer's wall seconds" in line  # median of 4 and 10
     assert "over the 2 of 3 splits" in line
+    # the wait for the default: boston 100 s to 5K over its best peers' 15 s (means of 10 and 20), concrete 90 / 3
+    assert "to 5,000 iterations takes 6.7–30× the best peer's wall seconds (median 18× over the 2 data sets)" in line
 
 
 def test_a_snapshot_level_with_the_best_peer_passes_it(tmp_path):
