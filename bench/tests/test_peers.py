@@ -416,7 +416,8 @@ def test_deepgp_settings_are_checked():
                                             "curve": (250, 500, 1000, 2000, 3000, 5000)}
     assert make_peer("deepgp", iterations=2500).curve_points() == [250, 500, 1000, 2000, 2500]
     for bad, match in ((dict(seed=1), "set by the run"), (dict(nope=1), "unknown setting"),
-                       (dict(lr=-1.0), "lr"), (dict(curve=(20, 10)), "curve"), (dict(estimator="x"), "estimator")):
+                       (dict(lr=-1.0), "lr"), (dict(curve=(20, 10)), "curve"), (dict(estimator="x"), "estimator"),
+                       (dict(device="meta"), "device must be")):
         with pytest.raises(ValueError, match=match):
             make_peer("deepgp", **bad)
 

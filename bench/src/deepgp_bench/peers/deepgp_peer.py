@@ -12,6 +12,7 @@ from deepgp import DeepGP, DeepGPRegressor
 from deepgp import fit as train
 from deepgp.early_stopping import split_rows
 from deepgp.memory import check_training
+from deepgp.validation import check_device
 
 from .base import Peer
 
@@ -90,6 +91,7 @@ class DeepGPPeer(Peer):
         self.evaluate: Callable[[], dict] | None = None
         self.curve: list[dict] | None = None
         self.estimator(seed=0).configs()  # every estimator setting checked now: a ValueError names a bad one
+        check_device(self.settings.get("device"))  # (the one the configs do not hold)
 
     def estimator(self, seed: int) -> CallbackRegressor:
         """The estimator this entry fits, seeded ``seed``."""
