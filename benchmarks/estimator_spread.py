@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deepgp_bench.curves import SCRIPT, json_line, number, record_problem
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import time_to_quality as ttq  # noqa: E402  (the run's data, key and checkpoint)
@@ -89,18 +91,33 @@ def summary(values: list[float]) -> str:
     return f"{v.mean():.3f} ({v.min():.3f} to {v.max():.3f}; sd {v.std(ddof=1):.3f})"
 
 
+def keyed(line: bytes | str) -> dict | None:
+    """The JSON object on one line of ``--out`` with a run's key (time_to_quality.py's), a count of iterations
+    and a finite ``gap``, or None where the line holds none."""
+    rec = json_line(line)
+    return None if record_problem(rec, SCRIPT, ("iterations",)) or not number(rec.get("gap")) else rec
+
+
 def read_spread(line: bytes | str) -> dict | None:
     """The record on one line of ``--out`` (a run's key and its estimates under two seeds or more), or None
-    where the line is not one (:func:`time_to_quality.read_record`)."""
-    r = ttq.read_record(line, numbers=("gap",))
+    where the line is not one (:func:`keyed`)."""
+    r = keyed(line)
     lists = ("kde", "mixture", "gap_worst", "seeds")
-    if r is None or not all(isinstance(r.get(k), list) and r[k] and all(map(ttq.number, r[k])) for k in lists):
+    if r is None or not all(isinstance(r.get(k), list) and r[k] and all(map(number, r[k])) for k in lists):
         return None
     worst = r.get("worst")
     if len(r["kde"]) < 2 or len(r["mixture"]) < 2 or not isinstance(worst, list) or not all(
-            isinstance(w, dict) and ttq.number(w.get("z")) for w in worst):
+            isinstance(w, dict) and number(w.get("z")) for w in worst):
         return None
     return r
+
+
+def check_out(out: Path) -> None:
+    """A UsageError, touching nothing, for an ``--out`` that holds more than blank lines and yet none that
+    :func:`keyed` takes: another file given by mistake, to which no record is appended."""
+    lines = [line for line in out.read_bytes().split(b"\n") if line.strip()] if out.is_file() else []
+    if lines and not any(map(keyed, lines)):
+        raise ttq.no_record(out, "--out")
 
 
 def table(out: Path) -> str:
@@ -155,7 +172,7 @@ def run(args) -> None:
         check_writable(out, "--out's records")
     except ValueError as err:
         raise ttq.UsageError(" ".join(str(err).split())) from None
-    ttq.check_records_file(out, numbers=("gap",))
+    check_out(out)
     args.part, args.peers = "test", False  # (the fields of time_to_quality's key)
     record = evaluate(args, ttq.parse_overrides(args.set))
     ttq.append(out, record)

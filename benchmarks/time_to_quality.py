@@ -46,6 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deepgp_bench.curves import ABSENT, SCRIPT, dataset_name, json_line, number, record_problem
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "time_to_quality.jsonl"
 SNAPSHOTS = (1000, 2000, 5000, 10000, 20000)
@@ -121,95 +123,10 @@ def key_text(key: dict) -> str:
     return json.dumps(key, sort_keys=True)
 
 
-# the fields of a run's key (run_key) and their types: a line whose key lacks one is not a record
-KEY_FIELDS = dict(system=str, dataset=str, model=str, method=str, split=int, part=str, recipe=str, overrides=dict,
-                  points=int, draws=int)
-KIND_NAMES = {str: "a string", int: "a whole number", dict: "a JSON object"}
-
-
-def key_problem(rec) -> str:
-    """Why ``rec`` (a JSON value) holds no run's key of this script ("" where it does: a JSON object whose
-    ``key`` has every field of :data:`KEY_FIELDS`, of its type, and a data set's name)."""
-    key = rec.get("key") if isinstance(rec, dict) else None
-    if not isinstance(key, dict):
-        return "not a JSON object with a run's key"
-    for field, kind in KEY_FIELDS.items():
-        if not _is(key.get(field), kind):
-            return f"its key's {field} is {shown(key, field)}, not {KIND_NAMES[kind]}"
-    return "" if dataset_name(key["dataset"]) else f"its key's dataset is {shown(key, 'dataset')}, no data set's name"
-
-
-def read_record(line: bytes | str, numbers=("seconds",)) -> dict | None:
-    """The record on one line of an ``--out`` file, or None where the line is not one: not a JSON object
-    (cut short by a kill, edited, not text), a key lacking a field of :data:`KEY_FIELDS` or of another
-    type, ``iterations`` not a count, or one of ``numbers`` not a number."""
-    try:
-        rec = json.loads(line)
-    except (ValueError, RecursionError):  # (a UnicodeDecodeError is a ValueError)
-        return None
-    if key_problem(rec) or not _is(rec.get("iterations"), int) or rec["iterations"] < 1:
-        return None
-    return rec if all(number(rec.get(n)) for n in numbers) else None
-
-
-# the fields of this script's record beside its key, each a finite number, with the least it may be (None: any)
-RECORD_FIELDS = dict(iterations=1, seconds=0, kde=None, mixture=None, rmse=0, bound=None)
-
-
-def record_problem(rec) -> str:
-    """Why the JSON value ``rec`` is no complete record of this script ("" where it is one): its key
-    (:func:`key_problem`), or a field of :data:`RECORD_FIELDS` absent or outside its domain (NaN, an
-    infinity, negative seconds, iterations not a count of at least 1)."""
-    problem = key_problem(rec)
-    if problem:
-        return problem
-    for field, least in RECORD_FIELDS.items():
-        value = rec.get(field)
-        count = field == "iterations"
-        if not (_is(value, int) if count else number(value)) or (least is not None and value < least):
-            domain = "a count" if count else "a finite number"
-            return f"{field} is {shown(rec, field)}, not {domain}" + ("" if least is None else f" of at least {least}")
-    return ""
-
-
-def shown(rec: dict, field: str) -> str:
-    """``rec[field]`` as its JSON text, cut to 40 characters ("absent" where there is none)."""
-    if field not in rec:
-        return "absent"
-    text = json.dumps(rec[field])
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def dataset_name(dataset: str) -> bool:
-    """Whether ``dataset`` is one ``--dataset`` takes: a data set's plain name
-    (:func:`deepgp.datasets.uci.plain_name`), ``letters`` or ``letters:N``."""
-    from deepgp.datasets.uci import plain_name
-
-    name, colon, size = dataset.partition(":")
-    if name == "letters" and colon:
-        return size.isdigit() and size.isascii() and int(size) >= 2
-    return plain_name(dataset)
-
-
-def _is(value, kind: type) -> bool:
-    return isinstance(value, kind) and not isinstance(value, bool)  # (True is an int in Python, not in a record)
-
-
-def number(value) -> bool:
-    """Whether ``value`` is a finite number of a record (not NaN, which JSON cannot hold)."""
-    return (_is(value, int) or _is(value, float)) and np.isfinite(value)
-
-
-def read_records(out: Path, numbers=("seconds",)) -> list[dict]:
-    """The records of ``out`` in order (:func:`read_record`); every other line is skipped."""
-    with open(out, "rb") as f:
-        return [rec for rec in map(lambda line: read_record(line, numbers), f) if rec is not None]
-
-
 def read_out(out: Path, option: str = "--out", warn: bool = True) -> list[dict]:
-    """The records of ``out``, this script's file, in order (:func:`record_problem`), read alike by the run
-    and the table. A line that is not JSON, a write cut short by a kill (no prefix of a record is JSON),
-    is skipped, and named in one warning line on stderr where ``warn``: its snapshot runs again. A
+    """The records of ``out``, this script's file, in order (:func:`deepgp_bench.curves.record_problem`), read
+    alike by the run and the table. A line that is not JSON, a write cut short by a kill (no prefix of a record
+    is JSON), is skipped, and named in one warning line on stderr where ``warn``: its snapshot runs again. A
     UsageError, touching nothing, names a file no line of which holds a run's key (another file), or its
     first line of JSON that is no complete record (damaged: a NaN, negative seconds...), which no reader
     guesses at."""
@@ -218,13 +135,12 @@ def read_out(out: Path, option: str = "--out", warn: bool = True) -> list[dict]:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except (ValueError, RecursionError):  # (a UnicodeDecodeError is a ValueError)
+            rec = json_line(line)
+            if rec is ABSENT:
                 torn.append(n)
                 continue
-            problem = record_problem(rec)
-            keyed = keyed or not key_problem(rec)
+            problem = record_problem(rec, SCRIPT)
+            keyed = keyed or not record_problem(rec, SCRIPT, values=())
             if problem:
                 damaged.append(f"line {n} is damaged: {problem}")
             else:
@@ -246,16 +162,6 @@ def done_snapshots(out: Path, key: dict) -> dict[int, dict]:
     if not out.exists():
         return {}
     return {rec["iterations"]: rec for rec in read_out(out, warn=False) if key_text(rec["key"]) == key_text(key)}
-
-
-def check_records_file(out: Path, option: str = "--out", numbers=("seconds",)) -> None:
-    """A UsageError, touching nothing, for a file that is there, holds more than blank lines and yet no
-    record (:func:`read_record` of ``numbers``): another file given by mistake, to which no record is
-    appended."""
-    if out.is_file() and out.stat().st_size and not read_records(out, numbers):
-        with open(out, "rb") as f:
-            if any(line.strip() for line in f):
-                raise no_record(out, option)
 
 
 def no_record(out: Path, option: str) -> UsageError:

@@ -314,3 +314,33 @@ def test_the_table_keeps_its_columns_whatever_text_a_key_holds(ttq, tmp_path):
     assert len(lines) == 3
     assert [len(re.findall(r"(?<!\\)\|", line)) for line in lines] == [8, 8, 8]
     assert "a\\|b=\\|<br>\\|" in lines[2]
+
+
+@pytest.mark.parametrize("field, value, script, report", [
+    ("split", -1, "not a whole number of at least 0", "not an integer >= 0"),
+    ("points", 0, "not a whole number of at least 1", "not an integer >= 1"),
+    ("dataset", "x|y", "no data set's name", "not a data set's name")])
+def test_the_script_and_the_report_refuse_the_same_keys(ttq, tmp_path, field, value, script, report):
+    """One schema (deepgp_bench.curves): a key outside its domain (a negative split, no points, no data set's
+    name) is a damaged line to the script and to the report (deepgp's curves) alike, each in its own words."""
+    import json
+
+    from deepgp_bench import compare
+
+    out = tmp_path / "runs.jsonl"
+    out.write_text(json.dumps(GOOD) + "\n" + json.dumps(dict(GOOD, key=dict(KEY, **{field: value}))) + "\n")
+    damaged = f"line 2 is damaged: its key's {field} is {json.dumps(value)}, "
+    with pytest.raises(ttq.UsageError) as refused:
+        ttq.read_out(out)
+    assert str(refused.value) == f"--out {out}, {damaged}{script}: mend or delete that line"
+    with pytest.raises(ValueError) as refused:
+        compare.read_curves(out)
+    assert str(refused.value) == f"--curves {out}, {damaged}{report}"
+
+
+def test_only_the_report_takes_a_kde_not_recorded_and_only_the_values_it_reads():
+    from deepgp_bench.curves import REPORT, SCRIPT, record_problem
+
+    assert record_problem(dict(GOOD, kde=None), SCRIPT) == "kde is null, not a finite number"
+    assert record_problem(dict(GOOD, kde=None), REPORT, null=("kde",)) == ""
+    assert record_problem(dict(GOOD, rmse=-1), REPORT, ("iterations", "seconds")) == ""

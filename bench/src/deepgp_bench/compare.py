@@ -38,6 +38,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from . import curves
+from .curves import COUNT, INDEX, NUMBER, OBJECT, REPORT, SECONDS, TEXT, number
 from .markdown import markdown_cell
 from .peers import DATASETS, peer_classes
 
@@ -45,17 +47,12 @@ DEFAULT_ITERATIONS = 5000  # deepgp's user default (`iterations=5000`): the summ
 DRAWS = 2000  # the paper's KDE protocol: the draws of the rows compared
 MODEL = dict(system="deepgp", model="LV-GP-GP", method="iw", recipe="fast", overrides={}, part="test")
 DEEPGP = "deepgp"  # the ``peer`` of a deepgp fit in the peers' file
-# the fields of a time_to_quality.py record's key and their types or domains (its KEY_FIELDS)
-_CURVE_KEY = dict(system=str, dataset=str, model=str, method=str, split="index", part=str, recipe=str, overrides=dict,
-                  points="count", draws="count")
-_PEER_KEY = dict(dataset=str, split="index", peer=str, settings=dict, part=str, draws="count")
-# the fields the report reads of a peer's row, of a point of a deepgp row's curve and of a time_to_quality.py
-# record, with their domains: null where the writer writes a non-finite mean (or an unrecorded time) as null
-_PEER_FIELDS = dict(log_density="log density or null", kde="log density or null", fit_seconds="seconds",
-                    fit_cpu_seconds="seconds or null")
-_POINT_FIELDS = dict(iterations="count", seconds="seconds", log_density="log density", kde="log density or null")
-_SNAPSHOT_FIELDS = dict(iterations="count", seconds="seconds")
-_MODEL_FIELDS = dict(mixture="log density", kde="log density or null")
+# the fields the report reads of a peer's row and of a point of a deepgp row's curve, with their domains: null
+# where the writer writes a non-finite mean (or an unrecorded time) as null
+_PEER_KEY = dict(dataset=TEXT, split=INDEX, peer=TEXT, settings=OBJECT, part=TEXT, draws=COUNT)
+_PEER_FIELDS = dict(log_density=NUMBER.or_null(), kde=NUMBER.or_null(), fit_seconds=SECONDS,
+                    fit_cpu_seconds=SECONDS.or_null())
+_POINT_FIELDS = dict(iterations=COUNT, seconds=SECONDS, log_density=NUMBER, kde=NUMBER.or_null())
 _FIRST = re.compile(r"(log_density|kde)_first_\d+")  # a peer's means over the first test points
 
 
@@ -144,58 +141,6 @@ class PeerRows:
 
 
 # -- reading ----------------------------------------------------------------------------------------------
-def _is(value, kind: type) -> bool:
-    return isinstance(value, kind) and not isinstance(value, bool)  # (True is an int in Python, not in a row)
-
-
-def _number(value) -> bool:
-    return (_is(value, int) or _is(value, float)) and math.isfinite(value)
-
-
-# a domain's test and its words
-_DOMAINS = {
-    "count": (lambda v: _is(v, int) and v >= 1, "an integer >= 1"),
-    "index": (lambda v: _is(v, int) and v >= 0, "an integer >= 0"),
-    "seconds": (lambda v: _number(v) and v >= 0, "a finite number >= 0"),
-    "log density": (_number, "a finite number"),
-}
-
-
-def _fields_problem(rec: dict, fields: dict, where: str = "") -> str:
-    """Why one of ``fields`` ({name: domain, or a type}) of ``rec`` is missing or outside its domain ("" if
-    none is); ``where`` begins the reason."""
-    for name, domain in fields.items():
-        if name not in rec:
-            return f"{where}no {name}"
-        value = rec[name]
-        if isinstance(domain, type):
-            if not _is(value, domain):
-                return f"{where}{name} is {_shown(value)}, not a {'JSON object' if domain is dict else 'text'}"
-            continue
-        kind = domain.removesuffix(" or null")
-        if value is None and kind != domain:
-            continue
-        test, words = _DOMAINS[kind]
-        if not test(value):
-            return f"{where}{name} is {_shown(value)}, not {words}{' or null' if kind != domain else ''}"
-    return ""
-
-
-def _shown(value) -> str:
-    try:
-        text = json.dumps(value)
-    except ValueError:  # (NaN and infinity, which json.loads reads)
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _key_problem(rec: dict, fields: dict) -> str:
-    key = rec.get("key")
-    if not isinstance(key, dict):
-        return "no key"
-    return _fields_problem(key, fields, "its key's ")
-
-
 def _json_lines(path, option: str, kind: str, valid) -> Iterator[tuple[int, dict]]:
     """(line number, record) of every non-blank line of ``path``, each checked by ``valid`` (record →
     the reason it is not one, or ""). A missing file, a file without one valid record (another kind:
@@ -208,10 +153,7 @@ def _json_lines(path, option: str, kind: str, valid) -> Iterator[tuple[int, dict
         lines = [(n, line) for n, line in enumerate(f, 1) if line.strip()]
     checked = []
     for n, line in lines:
-        try:
-            rec = json.loads(line)
-        except (ValueError, RecursionError):  # (a UnicodeDecodeError is a ValueError)
-            rec = None
+        rec = curves.json_line(line)
         checked.append((n, rec, valid(rec) if isinstance(rec, dict) else "not a JSON object"))
     if not any(not why for _, _, why in checked):
         raise ValueError(f"{option} {path} holds no {kind}: is it another file?")
@@ -222,7 +164,7 @@ def _json_lines(path, option: str, kind: str, valid) -> Iterator[tuple[int, dict
 
 
 def _peer_row_problem(rec: dict) -> str:
-    problem = _key_problem(rec, _PEER_KEY)
+    problem = curves.keyed_problem(rec, _PEER_KEY, {}, REPORT)
     if problem:
         return problem
     if rec["key"]["peer"] == DEEPGP:
@@ -233,7 +175,7 @@ def _peer_row_problem(rec: dict) -> str:
             where = f"point {n + 1} of its curve: "
             if not isinstance(point, dict):
                 return f"{where}not a JSON object"
-            problem = _fields_problem(point, _POINT_FIELDS, where)
+            problem = curves.fields_problem(point, _POINT_FIELDS, REPORT, where)
             if problem:
                 return problem
             # one training run: its iterations increase, and its training seconds never fall
@@ -242,21 +184,19 @@ def _peer_row_problem(rec: dict) -> str:
             if n and point["seconds"] < curve[n - 1]["seconds"]:
                 return f"{where}seconds {point['seconds']} after {curve[n - 1]['seconds']}"
         return ""
-    first = {name: "log density or null" for name in rec if _FIRST.fullmatch(name)}
-    return _fields_problem(rec, {**_PEER_FIELDS, **first})
+    first = {name: NUMBER.or_null() for name in rec if _FIRST.fullmatch(name)}
+    return curves.fields_problem(rec, {**_PEER_FIELDS, **first}, REPORT)
 
 
 def _curve_problem(rec: dict) -> str:
     # (each record alone: a key's snapshots may come from different runs of the script, so their seconds
-    # are not asked to rise)
-    problem = _key_problem(rec, _CURVE_KEY) or _fields_problem(rec, _SNAPSHOT_FIELDS)
-    if problem or not _is_model(rec["key"]):
-        return problem
-    return _fields_problem(rec, _MODEL_FIELDS)
+    # are not asked to rise; the report reads the estimates of the default model's records only)
+    values = ("iterations", "seconds") + (("mixture", "kde") if _is_model(rec.get("key")) else ())
+    return curves.record_problem(rec, REPORT, values, null=("kde",))
 
 
-def _is_model(key: dict) -> bool:
-    return all(key.get(k) == v for k, v in MODEL.items()) and set(key) == set(_CURVE_KEY)
+def _is_model(key) -> bool:
+    return isinstance(key, dict) and all(key.get(k) == v for k, v in MODEL.items()) and set(key) == set(curves.KEY)
 
 
 def read_peers(path, option: str = "--peers", draws: int = DRAWS) -> PeerRows:
@@ -314,8 +254,8 @@ def _fit_on(rec: dict, points: int | None) -> PeerFit | None:
         return None
     kde = rec.get("kde" + suffix)
     cpu = rec.get("fit_cpu_seconds")
-    return PeerFit(rec["key"]["peer"], float(value), float(kde) if _number(kde) else None, float(rec["fit_seconds"]),
-                   float(cpu) if _number(cpu) and cpu > 0 else None)
+    return PeerFit(rec["key"]["peer"], float(value), float(kde) if number(kde) else None, float(rec["fit_seconds"]),
+                   float(cpu) if number(cpu) and cpu > 0 else None)
 
 
 def compare(peers: PeerRows, curves: dict[tuple[str, int], Curve] | None = None,
