@@ -98,6 +98,36 @@ def test_the_demo_trains_with_its_config(monkeypatch, tmp_path):
         run_demo(out=tmp_path, models=("LV-GP-GP",), config=config, progress=False)
     assert made[0]["iterations"] == 11 and made[0]["decay_every"] == 3 and made[0]["num_inducing"] == 25
     assert made[0]["method"] == "iw" and made[0]["num_samples"] == config.num_samples
+    assert made[0]["kernel"] == "matern32" and made[0]["device"] is None  # (no GPU in this test: the CPU)
+
+
+def test_the_demo_trains_on_a_gpu_where_there_is_one_and_says_so(monkeypatch, tmp_path, caplog):
+    made = []
+
+    class Stop(Exception):
+        pass
+
+    class Recorder:
+        def __init__(self, **kwargs):
+            made.append(kwargs)
+
+        def fit(self, x, y):
+            raise Stop
+
+    monkeypatch.setattr(deepgp.demo, "DeepGPRegressor", Recorder)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "a test GPU")
+    config = replace(QUICK, num_train=50, num_test=10, iterations=2)
+    with caplog.at_level("INFO", logger="deepgp"), pytest.raises(Stop):
+        run_demo(out=tmp_path, models=("GP",), config=config, progress=False)
+    assert made[0]["device"] == "cuda" and "on cuda (a test GPU)" in caplog.text
+
+
+def test_the_long_budget_keeps_the_papers_kernel():
+    # the README's figure was drawn with the RBF (docs/scores.json); the default demo's kernel is the Matérn-3/2
+    assert LONG.kernel == "rbf" and config_from_args(long=True, iterations=8_000).kernel == "rbf"
+    assert DemoConfig().kernel == QUICK.kernel == "matern32"
 
 
 def test_quick_and_long_exclude_each_other(capsys):

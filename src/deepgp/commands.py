@@ -144,13 +144,13 @@ def _add_demo(sub) -> None:
                        "print test log densities and write DIR/demo.png with each posterior density.")
     p.add_argument("--out", default="deepgp-demo", metavar="DIR", help="folder for demo.png and scores.json")
     p.add_argument("--iterations", type=positive_int, default=None,
-                   help="training iterations per model (default: 5000; 200 with --quick; 40000 with --long)")
+                   help="training iterations per model (default: 2000; 200 with --quick; 40000 with --long)")
     p.add_argument("--models", default="GP,GP-GP,LV-GP,LV-GP-GP", help="comma-separated subset of the four models")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_true", help="a smaller budget that runs in under a minute")
     budget.add_argument("--long", action="store_true",
-                        help="the README's figure: 8x the iterations, the step sizes annealed over them (about "
-                             "23 minutes on 2 idle cores)")
+                        help="the README's figure: the paper's RBF kernel, 40,000 iterations, the step sizes annealed "
+                             "over them (about 23 minutes on 2 idle cores)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_demo)
 

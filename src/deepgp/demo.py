@@ -35,25 +35,29 @@ OVERLAY_POINTS = 1000
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """The demo's data size, M and budget; the training itself is the library's default recipe.
+    """The demo's data size, M, kernel and budget; the training itself is the library's default recipe.
 
-    The default takes about 5 minutes on 2 CPU cores (LV-GP-GP about 2 of them); ``QUICK`` under one. ``LONG``
-    (the README's figure, about 23 minutes) trains 8× as long, with the recipe's step-size annealing stretched over
-    that budget: ``decay_every`` is a tenth of its iterations (4,000 instead of the recipe's 1,000), so
-    that its 40,000 iterations anneal as far as the recipe's 10,000.
+    The default takes about 2 minutes on 2 CPU cores; ``QUICK`` under one. Its kernel is the Matérn-3/2, whose
+    rougher functions of w jump between strokes more sharply than the RBF's: on a validation part of the letters
+    LV-GP-GP scores −0.996 after 2,000 iterations with it and −1.143 with the RBF (benchmarks/notes/ideas.md), so
+    2,000 iterations are its budget. ``LONG`` (the README's figure, about 23 minutes) trains with the paper's RBF
+    kernel for 40,000 iterations, with the recipe's step-size annealing stretched over that budget:
+    ``decay_every`` is a tenth of its iterations (4,000 instead of the recipe's 1,000), so that its 40,000
+    iterations anneal as far as the recipe's 10,000; its image takes 1,000 draws per column, the default's 500.
     """
 
     num_train: int = 10000
     num_test: int = 1000
     num_inducing: int = 128
-    iterations: int = 5000
+    iterations: int = 2000
     batch_size: int = 256
     num_samples: int = 5  # importance samples K for the LV models
     predict_samples: int = 500
     image_resolution: int = 200
-    image_samples: int = 1000
+    image_samples: int = 500
     seed: int = 0
     decay_every: int | None = None  # None: the recipe's; a longer budget anneals as far only if stretched
+    kernel: str = "matern32"
 
 
 QUICK = DemoConfig(num_train=1000, num_test=500, num_inducing=25, iterations=200, batch_size=128,
@@ -64,15 +68,27 @@ LONG_DECAYS = RECIPE_ITERATIONS["fast"] // RECIPE_VALUES["fast"]["decay_every"]
 
 def long_config(iterations: int) -> DemoConfig:
     """The long budget at ``iterations``: the recipe's annealing stretched over them (``decay_every`` a tenth)."""
-    return DemoConfig(iterations=iterations, decay_every=max(1, iterations // LONG_DECAYS))
+    return DemoConfig(iterations=iterations, decay_every=max(1, iterations // LONG_DECAYS), kernel="rbf",
+                      image_samples=1000)
 
 
 LONG = long_config(40_000)
 
 
+def demo_device() -> str | None:
+    """Where the demo trains: the first CUDA GPU where torch sees one, else the CPU (None)."""
+    return "cuda" if torch.cuda.is_available() else None
+
+
+def device_name(device: str | None) -> str:
+    """The device in words, for the demo's report: 'the CPU' or 'cuda (NVIDIA H100 80GB HBM3)'."""
+    return "the CPU" if device is None else f"{device} ({torch.cuda.get_device_name(device)})"
+
+
 def run_demo(out="deepgp-demo", models=tuple(MODELS), config: DemoConfig = DemoConfig(), progress: bool = True) -> dict:
     """Fit ``models`` on the letters, write ``out/demo.png`` and ``out/scores.json`` (progress is logged
-    to the ``deepgp`` logger; ``deepgp demo`` prints the table).
+    to the ``deepgp`` logger, with the device trained on; ``deepgp demo`` prints the table), on a GPU
+    where one is present (:func:`demo_device`).
 
     Returns {model: {"method", "test_log_density", "seconds"}}; the test log density is the
     mean per test point, in standardised units of y (so that a unit Gaussian scores −1.42).
@@ -87,14 +103,16 @@ def run_demo(out="deepgp-demo", models=tuple(MODELS), config: DemoConfig = DemoC
     torch.set_num_threads(min(torch.get_num_threads(), 2))  # small matrices: more threads only contend
     (x, y), (xt, yt) = load_letters(config.num_train, config.num_test, seed=config.seed)
     out = _check_folder(out)  # before the minutes of training, not after them
-    log.info(f"'DGP' letters: {len(x)} training and {len(xt)} test points; {config.iterations} iterations per model")
+    device = demo_device()
+    log.info(f"'DGP' letters: {len(x)} training and {len(xt)} test points; {config.iterations} iterations per model, "
+             f"on {device_name(device)}")
     fitted, scores = {}, {}
     for name in models:
         method = MODELS[name]
         t = time.time()
         reg = DeepGPRegressor(
             model=name, method=method, num_samples=config.num_samples if method == "iw" else 1,
-            num_inducing=config.num_inducing, iterations=config.iterations, batch_size=config.batch_size,
+            kernel=config.kernel, device=device, num_inducing=config.num_inducing, iterations=config.iterations, batch_size=config.batch_size,
             decay_every=config.decay_every, predict_samples=config.predict_samples, seed=config.seed,
             progress=progress,
         )
