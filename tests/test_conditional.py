@@ -3,8 +3,8 @@ in float64, for the whole conditional and for each fast piece."""
 
 import pytest
 import torch
-from conftest import assert_fast_equals_plain, rbf_gram
 
+from conftest import assert_fast_equals_plain, rbf_gram
 from deepgp import conditional
 from deepgp.conditional import joint_moments, joint_moments_plain, marginal_moments, marginal_moments_plain
 from deepgp.kernels import RBF, Matern52

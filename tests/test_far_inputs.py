@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import far_magnitude
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import deepgp
+from conftest import far_magnitude
 from deepgp import DeepGPRegressor
 from deepgp.kernels import KERNELS
 from deepgp.prediction import predictive_moments

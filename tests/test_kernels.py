@@ -3,11 +3,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import far_magnitude
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import deepgp
+from conftest import far_magnitude
 from deepgp.config import KERNEL_NAMES
 from deepgp.kernels import KERNELS, RBF, Matern32, Matern52, Stationary, far_input, make_kernel
 from deepgp.linalg import seeded

@@ -1,7 +1,7 @@
 import pytest
 import torch
-from conftest import assert_fast_equals_plain, rbf_gram
 
+from conftest import assert_fast_equals_plain, rbf_gram
 from deepgp.linalg import (
     PLAIN,
     CholeskyError,

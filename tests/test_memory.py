@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import only_meta_builds
 
 import deepgp
+from conftest import only_meta_builds
 from deepgp import DeepGPRegressor, memory, prediction, storage
 from deepgp.config import ModelConfig
 

@@ -3,9 +3,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import only_meta_builds
 
 import deepgp
+from conftest import only_meta_builds
 from deepgp import GPLayer, LatentVariableLayer
 from deepgp.architectures import initial_inducing, principal_directions
 from deepgp.conditional import inverse_cholesky_zz

@@ -3,9 +3,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import smooth
 
 import deepgp
+from conftest import smooth
 from deepgp import storage
 from deepgp.config import RECIPE_VALUES
 

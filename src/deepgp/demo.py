@@ -112,9 +112,9 @@ def run_demo(out="deepgp-demo", models=tuple(MODELS), config: DemoConfig = DemoC
         t = time.time()
         reg = DeepGPRegressor(
             model=name, method=method, num_samples=config.num_samples if method == "iw" else 1,
-            kernel=config.kernel, device=device, num_inducing=config.num_inducing, iterations=config.iterations, batch_size=config.batch_size,
-            decay_every=config.decay_every, predict_samples=config.predict_samples, seed=config.seed,
-            progress=progress,
+            kernel=config.kernel, device=device, num_inducing=config.num_inducing, iterations=config.iterations,
+            batch_size=config.batch_size, decay_every=config.decay_every, predict_samples=config.predict_samples,
+            seed=config.seed, progress=progress,
         )
         with warnings.catch_warnings():
             # the grid's repeated x values leave some k-means clusters empty at initialisation: harmless

@@ -1,8 +1,8 @@
 import pytest
 import torch
-from conftest import assert_fast_equals_plain
 from torch.distributions import MultivariateNormal, kl_divergence
 
+from conftest import assert_fast_equals_plain
 from deepgp.conditional import moments_plain
 from deepgp.kernels import RBF
 from deepgp.layers import GPLayer
