@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 
+from deepgp.datasets.uci import plain_name
+
 ABSENT = object()  # the value of a field a record lacks
 KEY_WHERE = "its key's "  # how a refusal names a field of a record's key
 
@@ -23,8 +25,6 @@ def number(value) -> bool:
 def dataset_name(dataset: str) -> bool:
     """Whether ``dataset`` is one ``--dataset`` of time_to_quality.py takes: a data set's plain name
     (:func:`deepgp.datasets.uci.plain_name`), ``letters`` or ``letters:N``."""
-    from deepgp.datasets.uci import plain_name
-
     name, colon, size = dataset.partition(":")
     if name == "letters" and colon:
         return size.isdigit() and size.isascii() and int(size) >= 2
