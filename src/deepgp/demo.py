@@ -37,7 +37,7 @@ OVERLAY_POINTS = 1000
 class DemoConfig:
     """The demo's data size, M, kernel and budget; the training itself is the library's default recipe.
 
-    The default takes about 2 minutes on 2 CPU cores; ``QUICK`` under one. Its kernel is the Matérn-3/2, whose
+    The default takes 2½–3 minutes on 2 CPU cores; ``QUICK`` under one. Its kernel is the Matérn-3/2, whose
     rougher functions of w jump between strokes more sharply than the RBF's: on a validation part of the letters
     LV-GP-GP scores −0.996 after 2,000 iterations with it and −1.143 with the RBF (benchmarks/notes/ideas.md), so
     2,000 iterations are its budget. ``LONG`` (the README's figure, about 23 minutes) trains with the paper's RBF
