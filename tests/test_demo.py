@@ -77,12 +77,14 @@ def test_the_cli_runs_the_chosen_budget(flags, expected, monkeypatch, tmp_path, 
     assert seen["config"] == expected
 
 
-def test_the_demo_trains_with_its_config(monkeypatch, tmp_path):
-    # every budget field reaches the regressor (decay_every None: the recipe's own)
-    made = []
+class Stop(Exception):
+    """Raised by the recording regressor's fit: the demo stops once its first regressor is made."""
 
-    class Stop(Exception):
-        pass
+
+@pytest.fixture
+def made(monkeypatch):
+    """The keyword arguments of every regressor the demo makes (its fit raises :class:`Stop`)."""
+    made = []
 
     class Recorder:
         def __init__(self, **kwargs):
@@ -93,6 +95,11 @@ def test_the_demo_trains_with_its_config(monkeypatch, tmp_path):
 
     monkeypatch.setattr(deepgp.demo, "DeepGPRegressor", Recorder)
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    return made
+
+
+def test_the_demo_trains_with_its_config(made, tmp_path):
+    # every budget field reaches the regressor (decay_every None: the recipe's own)
     config = replace(QUICK, num_train=50, num_test=10, iterations=11, decay_every=3)
     with pytest.raises(Stop):
         run_demo(out=tmp_path, models=("LV-GP-GP",), config=config, progress=False)
@@ -101,21 +108,7 @@ def test_the_demo_trains_with_its_config(monkeypatch, tmp_path):
     assert made[0]["kernel"] == "matern32" and made[0]["device"] is None  # (no GPU in this test: the CPU)
 
 
-def test_the_demo_trains_on_a_gpu_where_there_is_one_and_says_so(monkeypatch, tmp_path, caplog):
-    made = []
-
-    class Stop(Exception):
-        pass
-
-    class Recorder:
-        def __init__(self, **kwargs):
-            made.append(kwargs)
-
-        def fit(self, x, y):
-            raise Stop
-
-    monkeypatch.setattr(deepgp.demo, "DeepGPRegressor", Recorder)
-    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+def test_the_demo_trains_on_a_gpu_where_there_is_one_and_says_so(made, monkeypatch, tmp_path, caplog):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "a test GPU")
     config = replace(QUICK, num_train=50, num_test=10, iterations=2)
